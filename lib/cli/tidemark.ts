@@ -1,0 +1,48 @@
+/**
+ * `tidemark`: starts the broker (tools.md). Prints the listening URL once it accepts
+ * connections; SIGINT/SIGTERM stop it cleanly (exit 0).
+ */
+import yargs from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { startBroker } from '../index.js';
+import { ConfigError } from '../core/config.js';
+
+const argv = await yargs(hideBin(process.argv))
+  .scriptName('tidemark')
+  .usage('$0 [options]\n\nStarts the Tidemark AMQP 1.0 broker on its embedded LevelDB.')
+  .option('config', { type: 'string', describe: 'configuration file (JSON), merged over conf/broker.json' })
+  .option('data', { type: 'string', describe: 'data directory (default ./data)' })
+  .option('port', { type: 'number', describe: 'AMQP port (0 = any free port; default 5672)' })
+  .option('host', { type: 'string', describe: 'bind address (default 127.0.0.1)' })
+  .option('log-level', { type: 'string', choices: ['silent', 'error', 'warn', 'info', 'debug'], describe: 'log level' })
+  .option('http-port', { type: 'number', describe: 'HTTP port for metrics and console (0 = any free port)' })
+  .option('http', { type: 'boolean', describe: 'serve metrics/console over HTTP (--no-http to disable)' })
+  .strict()
+  .help()
+  .parse();
+
+const overrides: Record<string, any> = {};
+if (argv.data !== undefined) overrides.dataDir = argv.data;
+if (argv.port !== undefined || argv.host !== undefined) overrides.listen = { ...(argv.port !== undefined ? { port: argv.port } : {}), ...(argv.host !== undefined ? { host: argv.host } : {}) };
+if (argv['log-level'] !== undefined) overrides.logLevel = argv['log-level'];
+if (argv['http-port'] !== undefined || argv.http !== undefined) overrides.http = { ...(argv['http-port'] !== undefined ? { port: argv['http-port'] } : {}), ...(argv.http !== undefined ? { enabled: argv.http } : {}) };
+
+try {
+  const broker = await startBroker({ configFile: argv.config, overrides });
+  for (const url of broker.urls) process.stdout.write(`Tidemark listening on ${url}\n`);
+  let stopping = false;
+  const stop = async (sig: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`${sig}: stopping\n`);
+    try { await broker.stop(); process.exit(0); } catch (e) { process.stderr.write(`Error: ${(e as Error).message}\n`); process.exit(1); }
+  };
+  // The broker must never die from one bad input: log what escaped every handler and go on.
+  process.on('uncaughtException', (err) => process.stderr.write(JSON.stringify({ level: 'error', msg: 'uncaught exception', err: String(err?.stack ?? err) }) + '\n'));
+  process.on('unhandledRejection', (err) => process.stderr.write(JSON.stringify({ level: 'error', msg: 'unhandled rejection', err: String((err as Error)?.stack ?? err) }) + '\n'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+} catch (e) {
+  process.stderr.write(`Error: ${e instanceof ConfigError ? e.message : (e as Error).message}\n`);
+  process.exit(1);
+}

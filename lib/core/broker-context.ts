@@ -1,0 +1,21 @@
+/** What extensions may use of the broker: the engine, the nodes, the config. */
+import type { BrokerConfig } from './config.js';
+import type { Clock } from './clock.js';
+import type { Store } from './storage/store.js';
+import type { Committer } from './storage/committer.js';
+import type { ExtensionRegistry } from './extensions.js';
+import type { NodeRegistry } from './node-registry.js';
+import type { Queue } from './queue/queue.js';
+
+export interface BrokerContext {
+  readonly config: BrokerConfig;
+  readonly clock: Clock;
+  readonly store: Store;
+  readonly committer: Committer;
+  readonly extensions: ExtensionRegistry;
+  readonly nodes: NodeRegistry;
+  /** The management map of a queue (wire.md 7): name, arguments, durable, statistics. */
+  queueInfo(q: Queue): Record<string, unknown>;
+  /** Connection and link counts, for metrics. */
+  readonly stats: { connections: number; links: number };
+}

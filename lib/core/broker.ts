@@ -1,0 +1,149 @@
+/**
+ * The composition root: the only place that creates subsystems and wires them together —
+ * storage, group commit, extensions, nodes, the AMQP server.
+ */
+import { loadConfig, type BrokerConfig } from './config.js';
+import { systemClock, type Clock } from './clock.js';
+import { Store } from './storage/store.js';
+import { Committer } from './storage/committer.js';
+import { ExtensionRegistry, type Extension, type ConsumerRequest, type ParsedFilter } from './extensions.js';
+import { NodeRegistry } from './node-registry.js';
+import { AmqpServer, type ProtocolBackend } from './protocol/server.js';
+import type { BrokerContext } from './broker-context.js';
+import type { Queue } from './queue/queue.js';
+import type { InboundMessage } from './queue/inbound.js';
+import type { Consumer, DeliverySink } from './queue/delivery.js';
+import { TidemarkError, Conditions } from './errors.js';
+import { verifyPassword } from './auth.js';
+import { setLogLevel, logger } from './log.js';
+import type { RheaSink } from './protocol/sink.js';
+
+const log = logger('broker');
+
+export interface BrokerOptions {
+  /** A ready config; otherwise loaded from `configFile` with `overrides`. */
+  config?: BrokerConfig;
+  configFile?: string;
+  overrides?: Record<string, unknown>;
+  /** Injected clock (tests). */
+  clock?: Clock;
+  /** Extension catalogue: name -> factory. */
+  catalogue: Record<string, () => Extension>;
+}
+
+export class Broker implements BrokerContext, ProtocolBackend {
+  readonly config: BrokerConfig;
+  readonly clock: Clock;
+  readonly extensions = new ExtensionRegistry();
+  readonly stats = { connections: 0, links: 0 };
+  store!: Store;
+  committer!: Committer;
+  nodes!: NodeRegistry;
+  #server!: AmqpServer;
+  /** Listening URLs, amqp first. */
+  urls: string[] = [];
+  #stopped = false;
+
+  private constructor(config: BrokerConfig, clock: Clock) {
+    this.config = config;
+    this.clock = clock;
+  }
+
+  static async start(opts: BrokerOptions): Promise<Broker> {
+    const config = opts.config ?? loadConfig(opts.configFile, opts.overrides);
+    setLogLevel(config.logLevel);
+    const b = new Broker(config, opts.clock ?? systemClock);
+    for (const name of config.extensions) {
+      const make = opts.catalogue[name];
+      if (!make) throw new TidemarkError(Conditions.invalidField, `config.extensions: unknown extension ${name} (known: ${Object.keys(opts.catalogue).join(', ')})`);
+      b.extensions.register(make());
+    }
+    b.store = await Store.open(config.dataDir);
+    b.committer = new Committer(b.store, config.commit.maxBatch);
+    b.nodes = new NodeRegistry({ store: b.store, committer: b.committer, clock: b.clock, registry: b.extensions });
+    await b.nodes.recover();
+    for (const [name, q] of Object.entries(config.queues)) b.nodes.declare(name, { durable: q.durable ?? true, arguments: q.arguments ?? {} });
+    for (const ext of b.extensions.all) await ext.start?.(b);
+    b.#server = new AmqpServer(b);
+    b.urls = await b.#server.listen();
+    log.info('listening', { urls: b.urls });
+    return b;
+  }
+
+  /** Stops accepting, releases in-flight deliveries, flushes and closes storage. */
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    await this.#server?.close();
+    for (const ext of [...this.extensions.all].reverse()) {
+      try { await ext.stop?.(); } catch (err) { log.error('extension stop failed', { ext: ext.name, err }); }
+    }
+    await this.committer?.idle();
+    await this.store?.close();
+    log.info('stopped');
+  }
+
+  // ---- BrokerContext -------------------------------------------------------------------
+
+  queueInfo(q: Queue): Record<string, unknown> {
+    const s = q.structure.stats();
+    const info: Record<string, unknown> = {
+      name: q.name, arguments: { ...q.arguments }, durable: q.durable,
+      depth: s.depth, bytes: s.bytes, scn_head: q.committedScn, scn_oldest: s.oldestScn,
+      sow_records: s.sowRecords ?? 0, history_versions: s.historyVersions ?? 0, consumers: s.consumers,
+    };
+    for (const ext of this.extensions.all) Object.assign(info, ext.queueStatistics?.(q));
+    return info;
+  }
+
+  // ---- ProtocolBackend -----------------------------------------------------------------
+
+  resolveNode(address: string, opts: { createOnDemand: boolean; properties: Record<string, unknown>; role: 'sender' | 'receiver'; user: string }): Queue {
+    const existing = this.nodes.get(address);
+    if (opts.createOnDemand) {
+      const durable = opts.properties.durable === undefined ? true : opts.properties.durable === true || opts.properties.durable === 'True' || opts.properties.durable === 'true';
+      return this.nodes.declare(address, { durable, arguments: opts.properties }).queue;
+    }
+    if (existing) return existing;
+    if (this.config.autoCreateQueues) return this.nodes.declare(address, { durable: true }).queue;
+    throw new TidemarkError(Conditions.notFound, `no such queue: ${address}`);
+  }
+
+  createDynamicNode(properties: Record<string, unknown>, onLinkClose: (fn: () => void) => void): Queue {
+    for (const ext of this.extensions.all) {
+      if (ext.createDynamicNode) return ext.createDynamicNode(this, properties, onLinkClose);
+    }
+    throw new TidemarkError(Conditions.notImplemented, 'dynamic nodes are not enabled (extension temporary-queues)');
+  }
+
+  parseFilter(descriptor: string, value: unknown, queue: Queue): { symbol: string; parsed: ParsedFilter } | undefined {
+    const spec = this.extensions.filter(descriptor);
+    if (!spec) return undefined;
+    return { symbol: spec.symbol, parsed: spec.parse(value, { queue }) };
+  }
+
+  openConsumer(queue: Queue, req: ConsumerRequest, sink: RheaSink | DeliverySink): Consumer {
+    for (const ext of this.extensions.all) {
+      const c = ext.openConsumer?.(queue, req, sink);
+      if (c) return c;
+    }
+    return queue.structure.openConsumer(req, sink);
+  }
+
+  publish(queue: Queue, msg: InboundMessage, done: (err?: TidemarkError) => void): void {
+    msg.receivedAt = this.clock.now();
+    queue.publish(msg, done);
+  }
+
+  serviceAddress(address: string) {
+    for (const ext of this.extensions.all) {
+      const h = ext.serviceAddresses?.[address];
+      if (h) return h;
+    }
+    return undefined;
+  }
+
+  authenticate(user: string, password: string): boolean {
+    return verifyPassword(this.config.auth.users[user], password);
+  }
+}

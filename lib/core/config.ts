@@ -1,0 +1,132 @@
+/**
+ * Broker configuration: data plus a parser. Defaults live in conf/broker.json; a user file is
+ * merged over them, every key checked (unknown keys and wrong types are rejected with the
+ * key's path), then the result is frozen.
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+export interface UserConfig {
+  /** Plain-text password (development) or an scrypt hash `scrypt$N$r$p$salt-b64$hash-b64`. */
+  password?: string;
+  scrypt?: string;
+}
+export interface BrokerConfig {
+  /** AMQP listener. Default 127.0.0.1:5672. Port 0 picks a free port. */
+  listen: { host: string; port: number };
+  /** amqps listener; null = off. */
+  tls: null | { host?: string; port: number; key: string; cert: string; ca?: string };
+  /** LevelDB directory. Default ./data. */
+  dataDir: string;
+  /** Create unknown addresses as standard durable queues on attach. Default true. */
+  autoCreateQueues: boolean;
+  /** ANONYMOUS: true, false, or "loopback" (only for connections from 127.0.0.0/8 and ::1). */
+  auth: { anonymous: boolean | 'loopback'; users: Record<string, UserConfig> };
+  limits: {
+    /** Advertised max-frame-size in bytes. Default 1 MiB. */
+    maxFrameSize: number;
+    /** Largest message accepted, bytes. Default 16 MiB. */
+    maxMessageSize: number;
+    maxConnections: number;
+    maxSessionsPerConnection: number;
+    maxLinksPerSession: number;
+    maxUnsettledPerLink: number;
+    /** Idle time-out advertised and enforced, ms. 0 = none. Default 60000. */
+    idleTimeoutMs: number;
+    /** Credit granted to each sending client, topped up at half. Default 500. */
+    senderCredit: number;
+  };
+  /** Group commit: most events in one LevelDB batch. */
+  commit: { maxBatch: number };
+  /** Extensions to load, by name (see lib/ext). */
+  extensions: string[];
+  /** Queues declared at start: name -> { durable, arguments }. */
+  queues: Record<string, { durable?: boolean; arguments?: Record<string, unknown> }>;
+  logLevel: 'silent' | 'error' | 'warn' | 'info' | 'debug';
+  http: { enabled: boolean; host: string; port: number };
+}
+
+export class ConfigError extends Error {}
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+/** conf/ at the package root, from lib/core or dist/lib/core. */
+export function defaultConfigPath(): string {
+  for (const up of ['../../conf/broker.json', '../../../conf/broker.json']) {
+    const p = path.resolve(here, up);
+    try { readFileSync(p); return p; } catch { /* try next */ }
+  }
+  throw new ConfigError('conf/broker.json not found next to the package');
+}
+
+type Shape = 'string' | 'number' | 'boolean' | 'object' | 'array' | 'any' | { [k: string]: Shape } | ((v: unknown, at: string) => void);
+
+const shape: { [k: string]: Shape } = {
+  listen: { host: 'string', port: 'number' },
+  tls: (v, at) => { if (v !== null) check(v, { host: 'string', port: 'number', key: 'string', cert: 'string', ca: 'string' }, at, true); },
+  dataDir: 'string',
+  autoCreateQueues: 'boolean',
+  auth: {
+    anonymous: (v, at) => { if (v !== true && v !== false && v !== 'loopback') throw new ConfigError(`${at}: expected true, false or "loopback"`); },
+    users: (v, at) => {
+      if (!isObj(v)) throw new ConfigError(`${at}: expected an object of users`);
+      for (const [u, spec] of Object.entries(v)) check(spec, { password: 'string', scrypt: 'string' }, `${at}.${u}`, true);
+    },
+  },
+  limits: {
+    maxFrameSize: 'number', maxMessageSize: 'number', maxConnections: 'number', maxSessionsPerConnection: 'number',
+    maxLinksPerSession: 'number', maxUnsettledPerLink: 'number', idleTimeoutMs: 'number', senderCredit: 'number',
+  },
+  commit: { maxBatch: 'number' },
+  extensions: 'array',
+  queues: (v, at) => {
+    if (!isObj(v)) throw new ConfigError(`${at}: expected an object of queues`);
+    for (const [q, spec] of Object.entries(v)) check(spec, { durable: 'boolean', arguments: 'object' }, `${at}.${q}`, true);
+  },
+  logLevel: (v, at) => { if (!['silent', 'error', 'warn', 'info', 'debug'].includes(v as string)) throw new ConfigError(`${at}: expected one of silent, error, warn, info, debug`); },
+  http: { enabled: 'boolean', host: 'string', port: 'number' },
+};
+
+function isObj(v: unknown): v is Record<string, unknown> { return typeof v === 'object' && v !== null && !Array.isArray(v); }
+
+function check(v: unknown, s: Shape, at: string, partial = false): void {
+  if (typeof s === 'function') return s(v, at);
+  if (typeof s === 'string') {
+    if (s === 'any') return;
+    const ok = s === 'array' ? Array.isArray(v) : s === 'object' ? isObj(v) : typeof v === s;
+    if (!ok) throw new ConfigError(`${at}: expected ${s}, got ${JSON.stringify(v)}`);
+    if (s === 'number' && (!Number.isFinite(v as number) || (v as number) < 0)) throw new ConfigError(`${at}: expected a non-negative number`);
+    return;
+  }
+  if (!isObj(v)) throw new ConfigError(`${at}: expected an object`);
+  for (const k of Object.keys(v)) if (!(k in s)) throw new ConfigError(`${at}.${k}: unknown key (known: ${Object.keys(s).join(', ')})`);
+  if (!partial) for (const k of Object.keys(s)) if (!(k in v)) throw new ConfigError(`${at}.${k}: missing`);
+  for (const [k, sub] of Object.entries(s)) if (k in v) check(v[k], sub, `${at}.${k}`, partial);
+}
+
+function merge(base: any, over: any): any {
+  if (!isObj(base) || !isObj(over)) return over;
+  const out: any = { ...base };
+  for (const [k, v] of Object.entries(over)) out[k] = k in base && isObj(base[k]) && isObj(v) && k !== 'queues' && k !== 'users' ? merge(base[k], v) : v;
+  return out;
+}
+
+function deepFreeze<T>(o: T): T {
+  if (typeof o === 'object' && o !== null) { Object.freeze(o); for (const v of Object.values(o)) deepFreeze(v); }
+  return o;
+}
+
+/** Defaults, then the file (if any), then programmatic overrides; validated and frozen. */
+export function loadConfig(file?: string, overrides: Record<string, unknown> = {}): BrokerConfig {
+  const defaults = JSON.parse(readFileSync(defaultConfigPath(), 'utf8'));
+  let user: unknown = {};
+  if (file) {
+    try { user = JSON.parse(readFileSync(file, 'utf8')); }
+    catch (e) { throw new ConfigError(`cannot read config ${file}: ${(e as Error).message}`); }
+    check(user, shape, 'config', true);
+  }
+  check(overrides, shape, 'config', true);
+  const merged = merge(merge(defaults, user), overrides);
+  check(merged, shape, 'config');
+  return deepFreeze(merged) as BrokerConfig;
+}

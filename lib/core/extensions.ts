@@ -1,0 +1,134 @@
+/**
+ * The named extension points of the core (architecture.md "Plugin-style"). Every Tidemark
+ * feature — browse-only, limits/ring, LVQ, TTL, temporary queues, selectors, SOW, history,
+ * replay, checkpoints, management — is an Extension registered here; the core knows none of
+ * them by name.
+ */
+import type { Queue } from './queue/queue.js';
+import type { Consumer, DeliverySink } from './queue/delivery.js';
+import type { BrokerContext } from './broker-context.js';
+import type { InboundMessage } from './queue/inbound.js';
+import type { FilterEnv } from './queue/filter-env.js';
+
+/** A queue argument an extension claims (wire.md 2.3). */
+export interface QueueArgumentSpec {
+  /** Canonical name, e.g. `qpid.max_count`. */
+  name: string;
+  /** Other accepted names, e.g. `browse-only`. */
+  aliases?: string[];
+  /** Lenient parse to the canonical value; throws TypeError/RangeError naming the argument. */
+  parse(value: unknown): unknown;
+  /** A different value on re-declaration is `amqp:precondition-failed` (SOW/history shape). */
+  strict?: boolean;
+}
+
+/** A source filter an extension understands, matched by descriptor (wire.md 4). */
+export interface FilterSpec {
+  /** Symbolic descriptor, e.g. `apache.org:selector-filter:string`. */
+  symbol: string;
+  /** Numeric descriptor, if the filter has one. */
+  code?: bigint;
+  /** Parses the filter value; throws TidemarkError (invalid-field) with a description. */
+  parse(value: unknown, ctx: { queue: Queue }): ParsedFilter;
+}
+
+export interface ParsedFilter {
+  /** Message-level predicate, for filters that select messages. */
+  predicate?: (env: FilterEnv) => boolean;
+  /** Anything else the extension's command needs. */
+  data?: unknown;
+}
+
+/** What a receiver asked for, after the filters were parsed. */
+export interface ConsumerRequest {
+  /** `move` (acquire) or `copy` (browse), after the queue's access mode is applied. */
+  mode: 'move' | 'copy';
+  /** Parsed filters by symbolic descriptor. */
+  filters: Map<string, ParsedFilter>;
+  /** Message predicates of all filters, ANDed. */
+  predicates: Array<(env: FilterEnv) => boolean>;
+  /** True when a `tidemark:` filter is present: messages carry x-opt-tm-* annotations. */
+  annotate: boolean;
+  linkName: string;
+  containerId: string;
+  /** Connection identity, for `replace` and ownership. */
+  connectionId: string;
+  /** Source durable = 2 with expiry-policy never. */
+  durable: boolean;
+  /** Authenticated user. */
+  user: string;
+}
+
+/** A queue being built: extensions contribute their part from its arguments. */
+export interface QueueBuilder {
+  readonly queue: Queue;
+  readonly arguments: Readonly<Record<string, unknown>>;
+}
+
+export interface ManagementRequest {
+  operation: string;
+  type: string;
+  name?: string;
+  body: any;
+  user: string;
+}
+export interface ManagementResponse { statusCode: number; statusDescription: string; body?: unknown }
+
+/** Handles a message sent to a service address; `done` settles it (error = rejected). */
+export type ServiceHandler = (msg: InboundMessage, user: string, done: (err?: import('./errors.js').TidemarkError) => void) => void;
+
+export interface Extension {
+  readonly name: string;
+  /** Queue arguments this extension claims. */
+  queueArguments?: QueueArgumentSpec[];
+  /** Cross-argument rules over the parsed arguments; throw an Error whose message names the argument. */
+  validateArguments?(args: Readonly<Record<string, unknown>>): void;
+  /** Contribute to a queue (structure, admission policies, hooks) from its arguments. */
+  configureQueue?(b: QueueBuilder): void;
+  /** Source filters this extension understands. */
+  filters?: FilterSpec[];
+  /**
+   * Claims a receiving link when its request is for this extension's command (sow, replay,
+   * checkpoint...). Return undefined to pass. Throw TidemarkError to refuse the attach.
+   */
+  openConsumer?(queue: Queue, req: ConsumerRequest, sink: DeliverySink): Consumer | undefined;
+  /** Inspect an inbound message before it is stored (TTL, publish ops). */
+  onInbound?(queue: Queue, msg: InboundMessage): void;
+  /** Management operations this extension adds, by operation name. */
+  managementOperations?: Record<string, (req: ManagementRequest, broker: BrokerContext) => Promise<ManagementResponse>>;
+  /** Statistics this extension adds to a queue's management map. */
+  queueStatistics?(queue: Queue): Record<string, unknown>;
+  /** Addresses this extension serves itself (e.g. `$management`): requests arrive as messages. */
+  serviceAddresses?: Record<string, ServiceHandler>;
+  /** Dynamic node (source/target `dynamic = true`) handler: returns the queue it made. */
+  createDynamicNode?(broker: BrokerContext, props: Record<string, unknown>, onLinkClose: (fn: () => void) => void): Queue;
+  start?(broker: BrokerContext): void | Promise<void>;
+  stop?(): void | Promise<void>;
+}
+
+export class ExtensionRegistry {
+  readonly #exts: Extension[] = [];
+  readonly #args = new Map<string, { ext: Extension; spec: QueueArgumentSpec }>();
+  readonly #filters = new Map<string, { ext: Extension; spec: FilterSpec }>();
+
+  register(ext: Extension): void {
+    if (this.#exts.some((e) => e.name === ext.name)) throw new Error(`extension ${ext.name} registered twice`);
+    for (const spec of ext.queueArguments ?? []) {
+      for (const n of [spec.name, ...(spec.aliases ?? [])]) {
+        const other = this.#args.get(n);
+        if (other) throw new Error(`queue argument ${n} claimed by ${other.ext.name} and ${ext.name}`);
+        this.#args.set(n, { ext, spec });
+      }
+    }
+    for (const spec of ext.filters ?? []) {
+      for (const k of [spec.symbol, ...(spec.code !== undefined ? [spec.code.toString()] : [])]) this.#filters.set(k, { ext, spec });
+    }
+    this.#exts.push(ext);
+  }
+
+  get all(): readonly Extension[] { return this.#exts; }
+  argument(name: string): QueueArgumentSpec | undefined { return this.#args.get(name)?.spec; }
+  get argumentNames(): string[] { return [...this.#args.keys()]; }
+  /** A filter by its symbolic descriptor, or its numeric descriptor as a decimal string. */
+  filter(descriptor: string): FilterSpec | undefined { return this.#filters.get(descriptor)?.spec; }
+}

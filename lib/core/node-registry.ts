@@ -1,0 +1,146 @@
+/**
+ * The queues of a broker: declaration (from config, management or create-on-demand),
+ * argument normalisation through the extensions that claim them, persistence of the
+ * definitions, recovery at start, and deletion.
+ */
+import { Queue, type EngineContext, type QueueDefinition } from './queue/queue.js';
+import { ListStructure } from './queue/list-structure.js';
+import { TidemarkError, Conditions } from './errors.js';
+import { metaKey, counterKey, CoreTables, queuePrefix, prefixEnd } from './storage/keyspace.js';
+import { logger } from './log.js';
+
+const log = logger('nodes');
+
+/** Node properties that are not queue arguments (wire.md 2.1). */
+export const RESERVED_NODE_PROPERTIES = new Set([
+  'supported-dist-modes', 'lifetime-policy', 'durable', 'exclusive', 'auto-delete', 'alternate-exchange', 'exchange-type',
+]);
+
+export interface DeclareOptions {
+  durable?: boolean;
+  /** Raw queue arguments (lenient values), validated here. */
+  arguments?: Record<string, unknown>;
+  temporary?: boolean;
+}
+
+export class NodeRegistry {
+  readonly #ctx: EngineContext;
+  readonly #queues = new Map<string, Queue>();
+  #nextId = 1;
+  /** Observers of queue creation/deletion (metrics, management). */
+  readonly onCreated: Array<(q: Queue) => void> = [];
+  readonly onDeleted: Array<(q: Queue) => void> = [];
+
+  constructor(ctx: EngineContext) { this.#ctx = ctx; }
+
+  get(name: string): Queue | undefined { return this.#queues.get(name); }
+  list(): Queue[] { return [...this.#queues.values()]; }
+
+  /** Lenient parse of each claimed argument, then every extension's cross-argument rules. */
+  normalizeArguments(raw: Record<string, unknown> = {}): Record<string, unknown> {
+    const reg = this.#ctx.registry;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(raw)) {
+      if (RESERVED_NODE_PROPERTIES.has(k)) continue;
+      const spec = reg.argument(k);
+      if (!spec) {
+        if (k.startsWith('sow.') || k.startsWith('log.') || k.startsWith('tidemark.')) {
+          throw new TidemarkError(Conditions.invalidField, `unknown queue argument ${k} (known: ${reg.argumentNames.filter((n) => n.startsWith(k.split('.')[0] + '.')).join(', ') || 'none enabled'})`);
+        }
+        out[k] = v; // other brokers' arguments are kept, as qpidd does
+        continue;
+      }
+      if (spec.name in out) throw new TidemarkError(Conditions.invalidField, `queue argument ${spec.name} given twice (as ${k})`);
+      try { out[spec.name] = spec.parse(v); }
+      catch (e) { throw new TidemarkError(Conditions.invalidField, `queue argument ${k}: ${(e as Error).message}`); }
+    }
+    for (const ext of reg.all) {
+      try { ext.validateArguments?.(out); }
+      catch (e) { throw new TidemarkError(Conditions.invalidField, (e as Error).message); }
+    }
+    return out;
+  }
+
+  /**
+   * Returns the existing queue (arguments unchanged, as qpidd does; a differing SOW/history
+   * argument is a precondition failure) or creates it. Synchronous: the definition is written
+   * through the committer, ahead of any message for the queue.
+   */
+  declare(name: string, opts: DeclareOptions = {}): { queue: Queue; created: boolean } {
+    if (!name) throw new TidemarkError(Conditions.invalidField, 'queue name must not be empty');
+    if (name.startsWith('$')) throw new TidemarkError(Conditions.notAllowed, `queue names starting with $ are reserved: ${name}`);
+    const args = this.normalizeArguments(opts.arguments);
+    const existing = this.#queues.get(name);
+    if (existing) {
+      for (const [k, v] of Object.entries(args)) {
+        const spec = this.#ctx.registry.argument(k);
+        if (spec?.strict && JSON.stringify(existing.arguments[k]) !== JSON.stringify(v)) {
+          throw new TidemarkError(Conditions.preconditionFailed, `queue ${name} exists with ${k}=${JSON.stringify(existing.arguments[k] ?? null)}, not ${JSON.stringify(v)}`);
+        }
+      }
+      for (const [k, v] of Object.entries(existing.arguments)) {
+        const spec = this.#ctx.registry.argument(k);
+        if (spec?.strict && opts.arguments && Object.keys(opts.arguments).length > 0 && !(k in args)) {
+          throw new TidemarkError(Conditions.preconditionFailed, `queue ${name} exists with ${k}=${JSON.stringify(v)}; declare it with the same value`);
+        }
+      }
+      return { queue: existing, created: false };
+    }
+    const def: QueueDefinition = {
+      name, id: this.#nextId++, durable: opts.durable ?? true, arguments: args, created: this.#ctx.clock.now(), temporary: opts.temporary,
+    };
+    const q = this.#build(def);
+    if (def.durable && !def.temporary) {
+      const idv = Buffer.allocUnsafe(4); idv.writeUInt32BE(this.#nextId);
+      this.#ctx.committer.add([
+        { type: 'put', key: metaKey(name), value: Buffer.from(JSON.stringify(def)) },
+        { type: 'put', key: counterKey('next-queue-id'), value: idv },
+      ], (err) => { if (err) log.error('queue definition not stored', { queue: name, err }); });
+    }
+    this.#queues.set(name, q);
+    log.info('queue created', { queue: name, arguments: args, durable: def.durable });
+    for (const f of this.onCreated) f(q);
+    return { queue: q, created: true };
+  }
+
+  #build(def: QueueDefinition): Queue {
+    const q = new Queue(def, this.#ctx);
+    q.structure = new ListStructure(q);
+    for (const ext of this.#ctx.registry.all) ext.configureQueue?.({ queue: q, arguments: def.arguments });
+    return q;
+  }
+
+  async recover(): Promise<void> {
+    const store = this.#ctx.store;
+    const idv = await store.get(counterKey('next-queue-id'));
+    if (idv) this.#nextId = idv.readUInt32BE(0);
+    const rows = await store.all({ gte: Buffer.from([CoreTables.meta]), lt: Buffer.from([CoreTables.meta + 1]) });
+    for (const [, v] of rows) {
+      const def = JSON.parse(v.toString('utf8')) as QueueDefinition;
+      this.#nextId = Math.max(this.#nextId, def.id + 1);
+      const q = this.#build(def);
+      const max = await q.structure.recover();
+      q.headScn = q.committedScn = max;
+      this.#queues.set(def.name, q);
+      for (const f of this.onCreated) f(q);
+    }
+    log.info('recovered queues', { count: rows.length });
+  }
+
+  /** Deletes a queue and every row it owns in every table. */
+  async delete(name: string): Promise<boolean> {
+    const q = this.#queues.get(name);
+    if (!q) return false;
+    this.#queues.delete(name);
+    q.markDeleted();
+    for (const f of this.onDeleted) f(q);
+    await this.#ctx.committer.idle();
+    await this.#ctx.store.batch([{ type: 'del', key: metaKey(name) }], true);
+    for (let tag = 0x10; tag < 0x80; tag++) {
+      const p = queuePrefix(tag, q.id);
+      await this.#ctx.store.clearRange(p, prefixEnd(p));
+    }
+    log.info('queue deleted', { queue: name });
+    return true;
+  }
+}

@@ -1,0 +1,391 @@
+/**
+ * The AMQP 1.0 server on rhea: listeners, SASL, connection/session/link lifecycle, credit,
+ * drain and dispositions. Handlers translate performatives into calls on the broker and
+ * delegate; they hold no queue logic. This is the only place that imports rhea's networking
+ * and the one place where errors become AMQP conditions (architecture invariant 6).
+ */
+import net from 'node:net';
+import tls from 'node:tls';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import rhea from 'rhea';
+import { installRawCapture, rawBytes } from './raw-message.js';
+import { RheaSink, deliverOutcome } from './sink.js';
+import { capabilities, nodeProperties, filters as sourceFilters } from './terminus.js';
+import { TidemarkError, Conditions, toAmqpError } from '../errors.js';
+import type { BrokerConfig } from '../config.js';
+import type { Consumer } from '../queue/delivery.js';
+import type { InboundMessage } from '../queue/inbound.js';
+import type { Queue } from '../queue/queue.js';
+import type { ConsumerRequest, ParsedFilter } from '../extensions.js';
+import { logger } from '../log.js';
+import { applyRheaPatches } from './rhea-patches.js';
+
+const require = createRequire(import.meta.url);
+const Connection = require('rhea/lib/connection.js');
+const log = logger('protocol');
+
+/** What the protocol layer needs from the broker. */
+export interface ProtocolBackend {
+  readonly config: BrokerConfig;
+  /** Finds or creates the node a link attaches to; throws TidemarkError (not-found, invalid-field...). */
+  resolveNode(address: string, opts: { createOnDemand: boolean; properties: Record<string, unknown>; role: 'sender' | 'receiver'; user: string }): Queue;
+  /** A dynamic (temporary) node, deleted with its link. */
+  createDynamicNode(properties: Record<string, unknown>, onLinkClose: (fn: () => void) => void): Queue;
+  /** Parses a source filter by descriptor; undefined when no extension knows it. */
+  parseFilter(descriptor: string, value: unknown, queue: Queue): { symbol: string; parsed: ParsedFilter } | undefined;
+  openConsumer(queue: Queue, req: ConsumerRequest, sink: RheaSink): Consumer;
+  /** Stores a message; `done` runs when durable or refused. */
+  publish(queue: Queue, msg: InboundMessage, done: (err?: TidemarkError) => void): void;
+  /** Addresses served by extensions ($management): returns a handler or undefined. */
+  serviceAddress(address: string): ((msg: InboundMessage, user: string, done: (err?: TidemarkError) => void) => void) | undefined;
+  /** PLAIN check. */
+  authenticate(user: string, password: string): boolean;
+  readonly stats: { connections: number; links: number };
+}
+
+interface LinkState { consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
+const STATE = Symbol('tidemark.link');
+const PRODUCT = { product: 'tidemark', version: '0.1.0' };
+
+function isLoopback(addr: string | undefined): boolean {
+  if (!addr) return false;
+  return addr.startsWith('127.') || addr === '::1' || addr.startsWith('::ffff:127.');
+}
+
+export class AmqpServer {
+  readonly #backend: ProtocolBackend;
+  readonly #servers: Array<net.Server> = [];
+  readonly #containers: any[] = [];
+  readonly #connections = new Set<any>();
+  #anonContainer: any;
+  #strictContainer: any;
+
+  constructor(backend: ProtocolBackend) {
+    this.#backend = backend;
+    applyRheaPatches();
+    installRawCapture();
+    this.#anonContainer = this.#makeContainer(true);
+    this.#strictContainer = this.#makeContainer(false);
+  }
+
+  #makeContainer(allowAnonymous: boolean): any {
+    const c = (rhea as any).create_container({ id: 'tidemark' });
+    if (allowAnonymous) c.sasl_server_mechanisms.enable_anonymous();
+    c.sasl_server_mechanisms.enable_plain((user: string, pass: string) => this.#backend.authenticate(user, pass));
+    this.#wire(c);
+    this.#containers.push(c);
+    return c;
+  }
+
+  /** Starts the AMQP (and, when configured, AMQPS) listeners; resolves with their URLs. */
+  async listen(): Promise<string[]> {
+    const cfg = this.#backend.config;
+    const urls: string[] = [];
+    const tcp = net.createServer((s) => this.#accept(s));
+    urls.push(await this.#start(tcp, cfg.listen.host, cfg.listen.port, 'amqp'));
+    if (cfg.tls) {
+      const t = tls.createServer({ key: readFileSync(cfg.tls.key), cert: readFileSync(cfg.tls.cert), ca: cfg.tls.ca ? readFileSync(cfg.tls.ca) : undefined }, (s) => this.#accept(s));
+      urls.push(await this.#start(t, cfg.tls.host ?? cfg.listen.host, cfg.tls.port, 'amqps'));
+    }
+    return urls;
+  }
+
+  #start(server: net.Server, host: string, port: number, scheme: string): Promise<string> {
+    this.#servers.push(server);
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        server.on('error', (err) => log.error('listener error', { err }));
+        const a = server.address() as net.AddressInfo;
+        const h = a.family === 'IPv6' ? `[${a.address}]` : a.address;
+        resolve(`${scheme}://${h}:${a.port}`);
+      });
+    });
+  }
+
+  #accept(socket: net.Socket): void {
+    const cfg = this.#backend.config;
+    socket.on('error', () => { /* reported through the connection */ });
+    if (this.#connections.size >= cfg.limits.maxConnections) {
+      log.warn('connection refused: max connections reached', { remote: socket.remoteAddress });
+      socket.destroy();
+      return;
+    }
+    const anon = cfg.auth.anonymous === true || (cfg.auth.anonymous === 'loopback' && isLoopback(socket.remoteAddress));
+    const container = anon ? this.#anonContainer : this.#strictContainer;
+    const opts = {
+      container_id: 'tidemark',
+      max_frame_size: cfg.limits.maxFrameSize,
+      channel_max: cfg.limits.maxSessionsPerConnection - 1,
+      idle_time_out: cfg.limits.idleTimeoutMs || undefined,
+      properties: PRODUCT,
+      offered_capabilities: ['ANONYMOUS-RELAY'],
+      require_sasl: !anon,
+      // modified is its own outcome: delivery-count +1 / undeliverable-here [AMQP 3.4.5]
+      treat_modified_as_released: false,
+      autoaccept: false,
+    };
+    try {
+      const conn = new Connection(opts, container);
+      conn.accept(socket);
+      this.#connections.add(conn);
+      this.#backend.stats.connections = this.#connections.size;
+      socket.once('close', () => { this.#connections.delete(conn); this.#backend.stats.connections = this.#connections.size; });
+    } catch (err) {
+      log.error('accept failed', { err });
+      socket.destroy();
+    }
+  }
+
+  #wire(c: any): void {
+    c.on('connection_open', (ctx: any) => this.#guard(ctx, () => {
+      log.info('connection open', { container: ctx.connection.remote?.open?.container_id, user: this.#user(ctx) });
+    }));
+    c.on('connection_close', (ctx: any) => {
+      log.info('connection close', { container: ctx.connection.remote?.open?.container_id });
+      later(() => this.#closeConnection(ctx.connection));
+    });
+    c.on('receiver_open', (ctx: any) => this.#guard(ctx, () => this.#onReceiverOpen(ctx)));
+    c.on('sender_open', (ctx: any) => this.#guard(ctx, () => this.#onSenderOpen(ctx)));
+    c.on('message', (ctx: any) => this.#guard(ctx, () => this.#onMessage(ctx)));
+    c.on('sendable', (ctx: any) => this.#guard(ctx, () => this.#state(ctx.sender)?.consumer?.onCredit()));
+    c.on('sender_flow', (ctx: any) => this.#guard(ctx, () => this.#state(ctx.sender)?.consumer?.onCredit()));
+    c.on('sender_draining', (ctx: any) => this.#guard(ctx, () => {
+      const st = this.#state(ctx.sender);
+      if (st?.consumer) st.consumer.onDrain(); else { ctx.sender.set_drained(true); ctx.connection._register?.(); }
+    }));
+    for (const t of ['accepted', 'released', 'rejected', 'modified'] as const) c.on(t, (ctx: any) => this.#guard(ctx, () => deliverOutcome(ctx.delivery, t)));
+    c.on('settled', (ctx: any) => this.#guard(ctx, () => { if (ctx.sender) deliverOutcome(ctx.delivery, 'settled'); }));
+    // rhea dispatches disposition events on its next processing tick, after a detach or close
+    // that arrived in the same read; defer so outcomes settle before unsettled are released.
+    const later = (fn: () => void) => setImmediate(fn);
+    const closeLink = (ctx: any) => later(() => this.#closeLink(ctx.sender ?? ctx.receiver));
+    c.on('sender_close', closeLink);
+    c.on('receiver_close', closeLink);
+    c.on('sender_error', closeLink);
+    c.on('receiver_error', closeLink);
+    c.on('session_close', (ctx: any) => later(() => this.#closeSession(ctx.session)));
+    c.on('session_error', (ctx: any) => later(() => this.#closeSession(ctx.session)));
+    c.on('connection_error', (ctx: any) => log.info('connection error', { error: ctx.connection?.error }));
+    c.on('disconnected', (ctx: any) => later(() => this.#closeConnection(ctx.connection)));
+    c.on('protocol_error', (err: any) => log.warn('protocol error', { err: String(err) }));
+    c.on('error', (err: any) => log.warn('link or connection error', { err: String(err?.message ?? err) }));
+  }
+
+  /** Runs a handler; anything thrown becomes an AMQP error on the right endpoint, never a crash. */
+  #guard(ctx: any, fn: () => void): void {
+    try { fn(); }
+    catch (err) {
+      const e = toAmqpError(err);
+      if (!(err instanceof TidemarkError)) log.error('handler failed', { err });
+      const link = ctx.sender ?? ctx.receiver;
+      try {
+        if (link) link.close(e);
+        else ctx.connection?.close(e);
+      } catch { /* gone */ }
+    }
+  }
+
+  #user(ctx: any): string { return ctx.connection?.sasl_transport?.mech?.username ?? ctx.connection?.sasl_transport?.username ?? 'anonymous'; }
+
+  #state(link: any): LinkState | undefined { return link?.[STATE]; }
+
+  #linkState(link: any): LinkState {
+    return (link[STATE] ??= { onClose: [], outstanding: 0, credit: 0 });
+  }
+
+  #checkLinkLimit(link: any): void {
+    const n = Object.keys(link.session?.links ?? {}).length;
+    if (n > this.#backend.config.limits.maxLinksPerSession) {
+      throw new TidemarkError(Conditions.resourceLimit, `too many links on this session (max ${this.#backend.config.limits.maxLinksPerSession})`);
+    }
+  }
+
+  /** Refuse an attach: null terminus in the reply, then detach with the error [AMQP 2.6.3]. */
+  #refuse(link: any, which: 'source' | 'target', err: unknown): void {
+    link.local.attach[which] = null;
+    const e = toAmqpError(err);
+    if (!(err instanceof TidemarkError)) log.error('attach failed', { err });
+    log.info('attach refused', { link: link.name, condition: e.condition, description: e.description });
+    link.close(e);
+  }
+
+  /** A client sender attached: we receive. */
+  #onReceiverOpen(ctx: any): void {
+    const receiver = ctx.receiver;
+    const target = receiver.remote.attach?.target;
+    const st = this.#linkState(receiver);
+    this.#backend.stats.links++;
+    st.onClose.push(() => this.#backend.stats.links--);
+    if (target === null || target === undefined) {
+      // coordinator (transactions) or no target: not supported here
+      const t = receiver.remote.attach?.target;
+      receiver.local.attach.target = null;
+      receiver.close({ condition: Conditions.notImplemented, description: t === null ? 'transactions (coordinator target) are not supported yet' : 'no target' });
+      return;
+    }
+    try {
+      this.#checkLinkLimit(receiver);
+      const address: string | undefined = target.address ?? undefined;
+      if (target.dynamic) {
+        const q = this.#backend.createDynamicNode(nodeProperties(target), (fn) => st.onClose.push(fn));
+        st.queue = q;
+        receiver.set_target({ address: q.name, dynamic: true });
+      } else if (address) {
+        if (this.#backend.serviceAddress(address)) {
+          receiver.set_target({ address });
+        } else {
+          const caps = capabilities(target);
+          const q = this.#backend.resolveNode(address, { createOnDemand: caps.includes('create-on-demand'), properties: nodeProperties(target), role: 'receiver', user: this.#user(ctx) });
+          st.queue = q;
+          receiver.set_target({ address, capabilities: caps.filter((c) => ['queue', 'create-on-demand', 'durable'].includes(c)), durable: target.durable });
+        }
+      } else {
+        receiver.set_target({}); // anonymous relay: routed per message by properties.to
+      }
+    } catch (err) {
+      this.#refuse(receiver, 'target', err);
+      return;
+    }
+    // Our own credit management: top up by half-window as messages are settled, never one at a time.
+    st.credit = this.#backend.config.limits.senderCredit;
+    receiver.flow(st.credit);
+  }
+
+  #onMessage(ctx: any): void {
+    const receiver = ctx.receiver;
+    const delivery = ctx.delivery;
+    const st = this.#linkState(receiver);
+    const bytes = rawBytes(ctx.message);
+    const settle = (err?: TidemarkError) => {
+      st.outstanding--;
+      if (!delivery.remote_settled) {
+        if (err) delivery.reject({ condition: err.condition, description: err.message, info: err.info });
+        else delivery.accept();
+      } else if (err) {
+        log.warn('pre-settled message not stored', { err: err.message });
+      }
+      this.#topUp(receiver, st);
+    };
+    st.outstanding++;
+    if (!bytes) { settle(new TidemarkError(Conditions.decodeError, 'message could not be decoded')); return; }
+    if (bytes.length > this.#backend.config.limits.maxMessageSize) {
+      settle(new TidemarkError(Conditions.resourceLimit, `message of ${bytes.length} bytes exceeds max-message-size ${this.#backend.config.limits.maxMessageSize}`));
+      return;
+    }
+    const msg: InboundMessage = { bytes, message: ctx.message, receivedAt: Date.now(), attrs: {} };
+    let q = st.queue;
+    const address: string | undefined = receiver.local.attach?.target?.value?.[0] ?? receiver.remote.attach?.target?.address;
+    if (!q) {
+      const to: string | undefined = ctx.message.to ?? (receiver.remote.attach?.target?.address ?? undefined);
+      const service = to ? this.#backend.serviceAddress(to) : undefined;
+      if (service) { service(msg, this.#user(ctx), settle); return; }
+      if (!to) { settle(new TidemarkError(Conditions.notFound, 'anonymous relay: message has no properties.to')); return; }
+      try { q = this.#backend.resolveNode(to, { createOnDemand: false, properties: {}, role: 'receiver', user: this.#user(ctx) }); }
+      catch (err) { settle(err instanceof TidemarkError ? err : new TidemarkError(Conditions.internal, String(err))); return; }
+    }
+    void address;
+    this.#backend.publish(q, msg, settle);
+  }
+
+  #topUp(receiver: any, st: LinkState): void {
+    // Credit used = window - receiver.credit; grant more once half the window is used and settled.
+    const window = st.credit;
+    const inFlight = st.outstanding;
+    const avail = receiver.credit as number;
+    if (avail + inFlight <= window / 2 && receiver.is_open()) receiver.flow(window - avail - inFlight);
+  }
+
+  /** A client receiver attached: we send. */
+  #onSenderOpen(ctx: any): void {
+    const sender = ctx.sender;
+    const source = sender.remote.attach?.source;
+    const st = this.#linkState(sender);
+    this.#backend.stats.links++;
+    st.onClose.push(() => this.#backend.stats.links--);
+    let q: Queue;
+    const echoed: Record<string, unknown> = {};
+    let req: ConsumerRequest;
+    try {
+      this.#checkLinkLimit(sender);
+      if (!source) throw new TidemarkError(Conditions.invalidField, 'attach has no source');
+      let address: string | undefined = source.address ?? undefined;
+      if (source.dynamic) {
+        q = this.#backend.createDynamicNode(nodeProperties(source), (fn) => st.onClose.push(fn));
+        address = q.name;
+      } else {
+        if (!address) throw new TidemarkError(Conditions.invalidField, 'receiver source has no address');
+        const caps = capabilities(source);
+        q = this.#backend.resolveNode(address, { createOnDemand: caps.includes('create-on-demand'), properties: nodeProperties(source), role: 'sender', user: this.#user(ctx) });
+      }
+      const parsed = new Map<string, ParsedFilter>();
+      const predicates = [];
+      let annotate = false;
+      for (const f of sourceFilters(source)) {
+        const r = this.#backend.parseFilter(f.descriptor, f.value, q);
+        if (!r) continue; // unknown filters are not applied and not echoed [AMQP 3.5.1]
+        parsed.set(r.symbol, r.parsed);
+        if (r.parsed.predicate) predicates.push(r.parsed.predicate);
+        if (r.symbol.startsWith('tidemark:')) annotate = true;
+        echoed[f.key] = f.raw;
+      }
+      const wantsCopy = source.distribution_mode === 'copy';
+      const mode: 'move' | 'copy' = wantsCopy || q.browseOnly ? 'copy' : 'move';
+      req = {
+        mode, filters: parsed, predicates, annotate,
+        linkName: sender.name, containerId: ctx.connection.remote?.open?.container_id ?? '', connectionId: ctx.connection.options?.id ?? String(ctx.connection.id ?? ''),
+        durable: source.durable === 2 && String(source.expiry_policy) === 'never',
+        user: this.#user(ctx),
+      };
+      const caps = capabilities(source).filter((c) => ['queue', 'durable', 'create-on-demand'].includes(c));
+      sender.set_source({
+        address, dynamic: source.dynamic || undefined, distribution_mode: mode,
+        filter: Object.keys(echoed).length ? echoed : undefined, capabilities: caps.length ? caps : undefined,
+        durable: source.durable, expiry_policy: source.expiry_policy,
+      });
+    } catch (err) {
+      this.#refuse(sender, 'source', err);
+      return;
+    }
+    const sink = new RheaSink(sender, `${req.containerId}/${req.linkName}`);
+    st.queue = q;
+    try {
+      st.consumer = this.#backend.openConsumer(q, req, sink);
+    } catch (err) {
+      this.#refuse(sender, 'source', err);
+      return;
+    }
+    log.info('link attached', { queue: q.name, link: sender.name, mode: req.mode, filters: [...req.filters.keys()] });
+  }
+
+  #closeLink(link: any): void {
+    const st = this.#state(link);
+    if (!st) return;
+    link[STATE] = undefined;
+    try { st.consumer?.close(); } catch (err) { log.error('consumer close failed', { err }); }
+    for (const fn of st.onClose) { try { fn(); } catch (err) { log.error('link close hook failed', { err }); } }
+  }
+
+  #closeSession(session: any): void {
+    for (const l of Object.values<any>(session?.links ?? {})) this.#closeLink(l);
+  }
+
+  #closeConnection(conn: any): void {
+    const sessions = new Set<any>([...Object.values<any>(conn?.local_channel_map ?? {}), ...Object.values<any>(conn?.remote_channel_map ?? {})]);
+    for (const s of sessions) this.#closeSession(s);
+    this.#connections.delete(conn);
+    this.#backend.stats.connections = this.#connections.size;
+  }
+
+  /** Stops accepting, closes every connection. */
+  async close(): Promise<void> {
+    for (const s of this.#servers) s.close();
+    for (const c of [...this.#connections]) {
+      try { this.#closeConnection(c); c.close(); c.socket?.end?.(); } catch { /* already gone */ }
+    }
+    await new Promise((r) => setTimeout(r, 20));
+    for (const c of [...this.#connections]) { try { c.socket?.destroy?.(); } catch { /* gone */ } }
+  }
+}

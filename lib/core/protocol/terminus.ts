@@ -1,0 +1,76 @@
+/** Reading what a peer put in a source/target terminus (wire.md 2.1, 4). */
+
+/** Capabilities as a list, whether the peer sent one symbol or an array. */
+export function capabilities(t: any): string[] {
+  const c = t?.capabilities;
+  if (c === undefined || c === null) return [];
+  return (Array.isArray(c) ? c : [c]).map((x) => String(x?.value ?? x));
+}
+
+/** Node properties as a plain map with plain values. */
+export function nodeProperties(t: any): Record<string, unknown> {
+  const p = t?.dynamic_node_properties;
+  if (!p || typeof p !== 'object') return {};
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(p)) out[k] = plainValue(v);
+  return out;
+}
+
+export function plainValue(v: any): unknown {
+  if (v === null || v === undefined) return v;
+  if (typeof v === 'object' && 'value' in v && v.type !== undefined && typeof v.toRheaTyped === 'function') return plainValue(v.value);
+  if (Array.isArray(v)) return v.map(plainValue);
+  return v;
+}
+
+export interface RawFilter {
+  /** Key in the peer's filter map (echoed back). */
+  key: string;
+  /** Descriptor as a symbol string, or the ulong as a decimal string. */
+  descriptor: string;
+  /** Filter value. */
+  value: unknown;
+  /** The value exactly as received, to echo. */
+  raw: unknown;
+}
+
+/** The entries of a source filter map with their descriptors. */
+export function filters(source: any): RawFilter[] {
+  const f = source?.filter;
+  if (!f || typeof f !== 'object') return [];
+  const out: RawFilter[] = [];
+  for (const [key, raw] of Object.entries<any>(f)) {
+    let descriptor = '';
+    let value: unknown = raw;
+    if (raw && typeof raw === 'object' && raw.descriptor !== undefined) {
+      const d = raw.descriptor;
+      const dv = d?.value ?? d;
+      descriptor = typeof dv === 'bigint' ? dv.toString() : typeof dv === 'number' ? String(dv) : Buffer.isBuffer(dv) ? BigInt('0x' + dv.toString('hex')).toString() : String(dv);
+      value = unwrapValue(raw.value);
+    }
+    out.push({ key, descriptor, value, raw });
+  }
+  return out;
+}
+
+/** Plain JS value from a possibly typed rhea value (maps with symbol keys become objects). */
+export function unwrapValue(v: any): unknown {
+  if (v === null || v === undefined) return v;
+  if (Buffer.isBuffer(v)) return v;
+  if (Array.isArray(v)) return v.map(unwrapValue);
+  if (typeof v === 'object' && typeof v.toRheaTyped === 'function') {
+    // Typed: maps arrive as a flat [k, v, k, v] list.
+    if (v.type?.name?.startsWith('Map') && Array.isArray(v.value)) {
+      const o: Record<string, unknown> = {};
+      for (let i = 0; i + 1 < v.value.length; i += 2) o[String(unwrapValue(v.value[i]))] = unwrapValue(v.value[i + 1]);
+      return o;
+    }
+    return unwrapValue(v.value);
+  }
+  if (typeof v === 'object' && !(v instanceof Date)) {
+    const o: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) o[k] = unwrapValue(x);
+    return o;
+  }
+  return v;
+}

@@ -1,0 +1,37 @@
+/**
+ * The contract between the protocol layer and the core for outgoing messages. The core never
+ * sees a rhea object: it gets a DeliverySink (offer / credit / close) and returns a Consumer
+ * the protocol layer pokes when credit arrives, a drain is requested or the link goes away.
+ */
+import type { TidemarkError } from '../errors.js';
+
+/** What a receiving client said about a delivery [AMQP 3.4]. */
+export type Outcome =
+  | { type: 'accepted' }
+  | { type: 'released' }
+  | { type: 'rejected'; condition?: string; description?: string }
+  | { type: 'modified'; deliveryFailed: boolean; undeliverableHere: boolean };
+
+export interface DeliverySink {
+  /** Link identity for logs: `container/link-name`. */
+  readonly id: string;
+  /** True when the receiver asked for pre-settled deliveries (snd-settle-mode settled). */
+  readonly presettled: boolean;
+  /** Credit granted by the receiver and not yet used. */
+  credit(): number;
+  /** Sends one encoded message. `onOutcome` runs once when the receiver settles (never for pre-settled sends). */
+  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: { settled?: boolean }): void;
+  /** Completes a drain: nothing more is available now. */
+  drained(): void;
+  /** Detaches the link (closed), with an error or cleanly. */
+  close(error?: TidemarkError): void;
+}
+
+export interface Consumer {
+  /** Credit arrived (or came back): deliver what is available. */
+  onCredit(): void;
+  /** The receiver asked to drain: deliver what is available, then call sink.drained(). */
+  onDrain(): void;
+  /** The link or its connection is gone: release every unsettled delivery. */
+  close(): void;
+}

@@ -1,0 +1,373 @@
+/**
+ * The list structure: standard, browse-only, ring, reject and last-value queues (QPID
+ * semantics, semantics.md 1). Messages live in memory in SCN order and in the `log` table;
+ * acquiring consumers compete, browsing consumers walk with cursors. Limit and LVQ policies
+ * are admission policies contributed by extensions.
+ */
+import { CoreTables, scnKey, queuePrefix, prefixEnd } from '../storage/keyspace.js';
+import type { BatchOp } from '../storage/store.js';
+import { encodeEvent, decodeEvent } from '../engine/event-record.js';
+import { rewriteMessage, decodeMessage } from '../../codec/message-bytes.js';
+import { Entry } from './entry.js';
+import { MessageList } from './message-list.js';
+import type { Queue, QueueStructure, PreparedEvent, QueueStats } from './queue.js';
+import type { InboundMessage } from './inbound.js';
+import type { Consumer, DeliverySink, Outcome } from './delivery.js';
+import type { ConsumerRequest } from '../extensions.js';
+import { MessageEnv } from './filter-env.js';
+import { logger } from '../log.js';
+
+const log = logger('queue');
+
+/** Decides what happens when a message arrives: drop others (ring, LVQ) or refuse it (reject). */
+export interface AdmissionPolicy {
+  /** Returns entries to remove to make room, or throws TidemarkError to refuse `incoming`. */
+  admit(list: MessageList, incoming: Entry, msg: InboundMessage): Entry[] | void;
+}
+
+/** Options for a consumer on a list queue, beyond the link request. */
+export interface ListConsumerOptions {
+  /** Start browsing after this SCN (replay); default: the oldest message. */
+  startAfterScn?: number;
+  /** Extra annotations for each delivered entry (commands). */
+  annotate?: (e: Entry) => Record<string, unknown>;
+  /** Called once when the browse cursor first reaches the live end (replay `completed`). */
+  onCaughtUp?: () => void;
+  /** Called after an entry is delivered. */
+  onDelivered?: (e: Entry) => void;
+}
+
+export class ListStructure implements QueueStructure {
+  readonly kind = 'list';
+  readonly queue: Queue;
+  readonly list = new MessageList();
+  readonly admission: AdmissionPolicy[] = [];
+  /** Hooks run on each message that leaves the queue for good. */
+  readonly onRemoved: Array<(e: Entry, reason: 'consumed' | 'expired' | 'dropped' | 'purged') => void> = [];
+  /** Hooks run on each message added (publish and recovery). */
+  readonly onAppended: Array<(e: Entry) => void> = [];
+  readonly #consumers = new Set<ListConsumer>();
+  #rr: ListConsumer[] = [];
+  #rrIndex = 0;
+  /** Lowest position that may hold an unacquired message. */
+  #hint = 0;
+  #dispatching = false;
+  #again = false;
+
+  constructor(queue: Queue) { this.queue = queue; }
+
+  get consumerCount(): number { return this.#consumers.size; }
+
+  prepare(msg: InboundMessage, scn: number, windowEnd: number | undefined): PreparedEvent {
+    const e = new Entry(scn, msg.bytes, msg.receivedAt);
+    e.expiresAt = msg.expiresAt;
+    e.view = msg.message;
+    const dropped: Entry[] = [];
+    for (const p of this.admission) {
+      const d = p.admit(this.list, e, msg);
+      if (d) for (const x of d) if (!x.removed && !dropped.includes(x)) dropped.push(x);
+    }
+    const q = this.queue;
+    const ops: BatchOp[] = [];
+    if (q.durable) {
+      ops.push({ type: 'put', key: scnKey(CoreTables.log, q.id, scn), value: encodeEvent({ ts: e.ts, exp: e.expiresAt, w: windowEnd, ...(e.lvqKey !== undefined ? { key: e.lvqKey } : {}) }, msg.bytes) });
+      for (const d of dropped) ops.push({ type: 'del', key: scnKey(CoreTables.log, q.id, d.scn) });
+      if (dropped.length) ops.push(this.#headOp());
+    }
+    for (const d of dropped) this.#remove(d, 'dropped', false);
+    this.#append(e);
+    return {
+      ops,
+      committed: () => { e.committed = true; this.dispatch(); },
+      failed: () => { this.#remove(e, 'dropped', false); },
+    };
+  }
+
+  #headOp(): BatchOp {
+    const v = Buffer.allocUnsafe(8);
+    v.writeBigUInt64BE(BigInt(this.queue.headScn + 1));
+    return { type: 'put', key: queuePrefix(CoreTables.head, this.queue.id), value: v };
+  }
+
+  async recover(): Promise<number> {
+    const q = this.queue;
+    const prefix = queuePrefix(CoreTables.log, q.id);
+    const cursor = q.ctx.store.cursor({ gte: prefix, lt: prefixEnd(prefix) });
+    let max = 0;
+    const now = q.ctx.clock.now();
+    const expired: BatchOp[] = [];
+    try {
+      for (;;) {
+        const rows = await cursor.next(1000);
+        if (rows.length === 0) break;
+        for (const [k, v] of rows) {
+          const scn = Number(k.readBigUInt64BE(5));
+          max = Math.max(max, scn);
+          const { meta, message } = decodeEvent(v);
+          if (meta.exp !== undefined && meta.exp <= now) { expired.push({ type: 'del', key: k }); continue; }
+          const e = new Entry(scn, Buffer.from(message), meta.ts);
+          e.expiresAt = meta.exp;
+          e.lvqKey = meta.key;
+          e.committed = true;
+          this.#append(e);
+        }
+      }
+    } finally { await cursor.close(); }
+    const head = await q.ctx.store.get(queuePrefix(CoreTables.head, q.id));
+    if (head) max = Math.max(max, Number(head.readBigUInt64BE(0)) - 1);
+    if (expired.length) q.ctx.committer.addQuiet(expired);
+    return max;
+  }
+
+  #append(e: Entry): void {
+    this.list.append(e);
+    for (const h of this.onAppended) h(e);
+  }
+
+  async purge(): Promise<number> {
+    let n = 0;
+    for (const e of [...this.list.live()]) { this.#remove(e, 'purged', true); n++; }
+    return n;
+  }
+
+  sweep(now: number): void {
+    for (const e of this.list.live()) {
+      if (e.expiresAt !== undefined && e.expiresAt <= now && !e.acquiredBy) this.#remove(e, 'expired', true);
+    }
+  }
+
+  stats(): QueueStats {
+    let oldest = 0;
+    for (const e of this.list.live()) { oldest = e.scn; break; }
+    return { depth: this.list.depth, bytes: this.list.bytes, oldestScn: oldest, consumers: this.#consumers.size };
+  }
+
+  close(): void {
+    for (const c of [...this.#consumers]) c.sink.close();
+  }
+
+  /** Removes an entry for good; `persist` writes the delete (acks, expiry, purge). */
+  #remove(e: Entry, reason: 'consumed' | 'expired' | 'dropped' | 'purged', persist: boolean): void {
+    if (!this.list.remove(e)) return;
+    if (reason === 'expired') this.queue.counters.expired++;
+    if (persist && this.queue.durable) {
+      this.queue.ctx.committer.addQuiet([{ type: 'del', key: scnKey(CoreTables.log, this.queue.id, e.scn) }, this.#headOp()]);
+    }
+    for (const h of this.onRemoved) h(e, reason);
+  }
+
+  /** Removes an entry because something outside the list decided so (extensions). */
+  removeEntry(e: Entry, reason: 'consumed' | 'expired' | 'dropped' | 'purged'): void { this.#remove(e, reason, true); }
+
+  openConsumer(req: ConsumerRequest, sink: DeliverySink, opts: ListConsumerOptions = {}): ListConsumer {
+    const c = new ListConsumer(this, req, sink, opts);
+    this.#consumers.add(c);
+    if (c.acquiring) this.#rr.push(c);
+    queueMicrotask(() => this.dispatch());
+    return c;
+  }
+
+  /** @internal */
+  detach(c: ListConsumer): void {
+    this.#consumers.delete(c);
+    this.#rr = this.#rr.filter((x) => x !== c);
+  }
+
+  /** @internal a released entry is available again */
+  released(e: Entry): void {
+    e.acquiredBy = null;
+    if (e.pos < this.#hint) this.#hint = e.pos;
+    this.dispatch();
+  }
+
+  /** @internal an acquired entry was accepted or rejected: gone */
+  consumed(e: Entry): void {
+    this.queue.counters.acknowledged++;
+    this.#remove(e, 'consumed', true);
+  }
+
+  #expired(e: Entry, now: number): boolean {
+    if (e.expiresAt !== undefined && e.expiresAt <= now) {
+      if (!e.acquiredBy) this.#remove(e, 'expired', true);
+      return true;
+    }
+    return false;
+  }
+
+  /** Next unacquired, committed, matching entry for an acquiring consumer. */
+  #nextAvailable(c: ListConsumer, now: number): Entry | undefined {
+    const end = this.list.end;
+    let pos = Math.max(this.#hint, this.list.start);
+    let advancing = true;
+    for (; pos < end; pos++) {
+      const e = this.list.at(pos)!;
+      if (e.removed || e.acquiredBy) { if (advancing) this.#hint = pos + 1; continue; }
+      if (!e.committed) break;
+      if (this.#expired(e, now)) { if (advancing) this.#hint = pos + 1; continue; }
+      advancing = false;
+      if (e.excluded?.has(c)) continue;
+      if (!c.matches(e)) continue;
+      return e;
+    }
+    return undefined;
+  }
+
+  /** Next entry for a browsing consumer, advancing its cursor. */
+  #nextBrowse(c: ListConsumer, now: number): Entry | undefined {
+    if (c.epoch !== this.list.epoch) { c.pos = this.list.positionAfter(c.lastScn); c.epoch = this.list.epoch; }
+    const end = this.list.end;
+    let pos = Math.max(c.pos, this.list.start);
+    for (; pos < end; pos++) {
+      const e = this.list.at(pos)!;
+      if (e.removed) continue;
+      if (!e.committed) break;
+      if (e.expiresAt !== undefined && e.expiresAt <= now) continue;
+      c.pos = pos + 1;
+      c.lastScn = e.scn;
+      if (!c.matches(e)) continue;
+      return e;
+    }
+    c.pos = pos;
+    return undefined;
+  }
+
+  /** Delivers to every consumer with credit. Re-entrant calls coalesce. */
+  dispatch(): void {
+    if (this.#dispatching) { this.#again = true; return; }
+    this.#dispatching = true;
+    try {
+      do {
+        this.#again = false;
+        const now = this.queue.ctx.clock.now();
+        for (const c of this.#consumers) {
+          if (c.acquiring || c.closed) continue;
+          while (c.sink.credit() > 0) {
+            const e = this.#nextBrowse(c, now);
+            if (!e) { c.caughtUp(); break; }
+            c.deliver(e, now);
+          }
+        }
+        let progress = true;
+        while (progress && this.#rr.length > 0) {
+          progress = false;
+          const n = this.#rr.length;
+          const start = this.#rrIndex;
+          for (let i = 0; i < n; i++) {
+            const idx = (start + i) % n;
+            const c = this.#rr[idx];
+            if (c.closed || c.sink.credit() <= 0) continue;
+            const e = this.#nextAvailable(c, now);
+            if (!e) continue;
+            e.acquiredBy = c;
+            c.deliver(e, now);
+            // Fairness: the next message starts with the consumer after this one.
+            this.#rrIndex = (idx + 1) % n;
+            progress = true;
+          }
+        }
+      } while (this.#again);
+    } catch (err) {
+      log.error('dispatch failed', { queue: this.queue.name, err });
+    } finally {
+      this.#dispatching = false;
+    }
+  }
+}
+
+export class ListConsumer implements Consumer {
+  readonly structure: ListStructure;
+  readonly req: ConsumerRequest;
+  readonly sink: DeliverySink;
+  readonly acquiring: boolean;
+  readonly opts: ListConsumerOptions;
+  /** Browse cursor: next absolute position, and the SCN last passed (survives compaction). */
+  pos: number;
+  lastScn: number;
+  epoch: number;
+  closed = false;
+  #caughtUp = false;
+  readonly #unsettled = new Set<Entry>();
+
+  constructor(structure: ListStructure, req: ConsumerRequest, sink: DeliverySink, opts: ListConsumerOptions) {
+    this.structure = structure;
+    this.req = req;
+    this.sink = sink;
+    this.opts = opts;
+    this.acquiring = req.mode === 'move' && !structure.queue.browseOnly;
+    this.lastScn = opts.startAfterScn ?? 0;
+    this.pos = structure.list.positionAfter(this.lastScn);
+    this.epoch = structure.list.epoch;
+  }
+
+  matches(e: Entry): boolean {
+    const preds = this.req.predicates;
+    if (preds.length === 0) return true;
+    const env = new MessageEnv((e.view ??= decodeMessage(e.bytes)));
+    for (const p of preds) if (!p(env)) return false;
+    return true;
+  }
+
+  caughtUp(): void {
+    if (this.#caughtUp) return;
+    this.#caughtUp = true;
+    this.opts.onCaughtUp?.();
+  }
+
+  deliver(e: Entry, now: number): void {
+    const h = e.header;
+    const needHeader = e.deliveryCount > 0 || e.expiresAt !== undefined;
+    const header = needHeader ? { ...h, delivery_count: (h.delivery_count ?? 0) + e.deliveryCount, ttl: e.expiresAt !== undefined ? Math.max(1, e.expiresAt - now) : h.ttl } : null;
+    const ann = this.opts.annotate ? this.opts.annotate(e) : null;
+    const bytes = header || ann ? rewriteMessage(e.bytes, e.sections, header, ann) : rewriteMessage(e.bytes, e.sections, null, null);
+    this.structure.queue.counters.delivered++;
+    if (this.acquiring && !this.sink.presettled) {
+      this.#unsettled.add(e);
+      this.sink.send(bytes, (o) => this.#settled(e, o));
+    } else if (this.acquiring) {
+      // Pre-settled: at-most-once, gone as soon as sent.
+      this.sink.send(bytes);
+      this.structure.consumed(e);
+    } else {
+      this.sink.send(bytes, undefined, { settled: this.sink.presettled });
+    }
+    this.opts.onDelivered?.(e);
+  }
+
+  #settled(e: Entry, o: Outcome): void {
+    if (!this.#unsettled.delete(e)) return;
+    if (e.acquiredBy !== this) return;
+    switch (o.type) {
+      case 'accepted':
+      case 'rejected':
+        this.structure.consumed(e);
+        break;
+      case 'released':
+        this.structure.released(e);
+        break;
+      case 'modified':
+        if (o.deliveryFailed) e.deliveryCount++;
+        if (o.undeliverableHere) (e.excluded ??= new Set()).add(this);
+        this.structure.released(e);
+        break;
+      default: {
+        const never: never = o;
+        void never;
+      }
+    }
+  }
+
+  onCredit(): void { this.structure.dispatch(); }
+
+  onDrain(): void {
+    this.structure.dispatch();
+    this.sink.drained();
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.structure.detach(this);
+    for (const e of this.#unsettled) if (e.acquiredBy === this) { e.acquiredBy = null; this.structure.released(e); }
+    this.#unsettled.clear();
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The only importer of classic-level. Keys and values are Buffers; callers never see the
+ * LevelDB API, only batches, range reads and snapshots.
+ */
+import { ClassicLevel } from 'classic-level';
+
+export type BatchOp = { type: 'put'; key: Buffer; value: Buffer } | { type: 'del'; key: Buffer };
+
+export interface RangeOptions {
+  gte?: Buffer; gt?: Buffer; lt?: Buffer; lte?: Buffer;
+  reverse?: boolean;
+  limit?: number;
+  /** Read at this snapshot (Store.snapshot()). */
+  snapshot?: Snapshot;
+  /** Skip values (keys only). */
+  keysOnly?: boolean;
+}
+
+/** A consistent read view; release it when done. */
+export interface Snapshot { close(): Promise<void> }
+
+/** A pull-based range cursor: bounded memory whatever the range size. */
+export interface Cursor {
+  /** Up to `n` entries; empty when exhausted. */
+  next(n: number): Promise<Array<[Buffer, Buffer]>>;
+  close(): Promise<void>;
+}
+
+export class Store {
+  readonly #db: ClassicLevel<Buffer, Buffer>;
+  #closed = false;
+
+  private constructor(db: ClassicLevel<Buffer, Buffer>) { this.#db = db; }
+
+  static async open(dir: string): Promise<Store> {
+    const db = new ClassicLevel<Buffer, Buffer>(dir, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
+    await db.open();
+    return new Store(db);
+  }
+
+  get closed(): boolean { return this.#closed; }
+
+  /** Atomic batch; `sync` forces an fsync before resolving (durability of accepted messages). */
+  batch(ops: BatchOp[], sync: boolean): Promise<void> {
+    return this.#db.batch(ops as any, { sync });
+  }
+
+  async get(key: Buffer): Promise<Buffer | undefined> {
+    const v = await this.#db.get(key);
+    return v ?? undefined;
+  }
+
+  /** Takes an implicit snapshot now, synchronously (classic-level snapshots are sync). */
+  snapshot(): Snapshot {
+    return (this.#db as any).snapshot();
+  }
+
+  cursor(opts: RangeOptions): Cursor {
+    const o: any = { ...opts };
+    if (opts.keysOnly) { o.values = false; delete o.keysOnly; }
+    const it = this.#db.iterator(o);
+    return {
+      async next(n: number) {
+        const rows = await it.nextv(n);
+        return rows as Array<[Buffer, Buffer]>;
+      },
+      close: () => it.close(),
+    };
+  }
+
+  /** Reads a whole range (use only for small ranges: recovery of meta rows and the like). */
+  async all(opts: RangeOptions): Promise<Array<[Buffer, Buffer]>> {
+    const c = this.cursor(opts);
+    const out: Array<[Buffer, Buffer]> = [];
+    try {
+      for (;;) {
+        const rows = await c.next(1000);
+        if (rows.length === 0) break;
+        out.push(...rows);
+      }
+    } finally { await c.close(); }
+    return out;
+  }
+
+  clearRange(gte: Buffer, lt: Buffer): Promise<void> {
+    return this.#db.clear({ gte, lt });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#db.close();
+  }
+}

@@ -1,0 +1,19 @@
+/** The built-in extensions by the names `conf/broker.json` lists them under. */
+import type { Extension } from '../core/extensions.js';
+import { ttlExtension } from './ttl/index.js';
+import { temporaryQueuesExtension } from './temporary-queues/index.js';
+import { browseOnlyExtension } from './browse-only/index.js';
+import { limitsExtension } from './limits/index.js';
+import { lvqExtension } from './lvq/index.js';
+// import { selectorExtension } from './selector/index.js';
+import { managementExtension } from './management/index.js';
+
+export const builtinExtensions: Record<string, () => Extension> = {
+  ttl: () => ttlExtension(),
+  'temporary-queues': () => temporaryQueuesExtension(),
+  'browse-only': () => browseOnlyExtension(),
+  limits: () => limitsExtension(),
+  lvq: () => lvqExtension(),
+  // selector: () => selectorExtension(),
+  management: () => managementExtension(),
+};

@@ -1,0 +1,119 @@
+/**
+ * `$management` (wire.md 7), in the style of AMQP Management: a request message with
+ * application properties `operation`, `type`, `name` and a map body; the response goes to
+ * the request's `reply-to` with `correlation-id` = request `message-id`, `statusCode` and
+ * `statusDescription`. Other extensions add operations (SOW-DELETE) and statistics.
+ */
+import type { Extension, ManagementRequest, ManagementResponse } from '../../core/extensions.js';
+import type { BrokerContext } from '../../core/broker-context.js';
+import { TidemarkError, Conditions } from '../../core/errors.js';
+import { encodeMessage } from '../../codec/message-bytes.js';
+import { logger } from '../../core/log.js';
+
+const log = logger('management');
+
+const statusFor: Partial<Record<string, number>> = {
+  [Conditions.notFound]: 404,
+  [Conditions.invalidField]: 400,
+  [Conditions.preconditionFailed]: 409,
+  [Conditions.unauthorized]: 403,
+  [Conditions.notAllowed]: 403,
+};
+
+type Op = (req: ManagementRequest, broker: BrokerContext) => Promise<ManagementResponse>;
+
+function requireQueue(req: ManagementRequest, broker: BrokerContext) {
+  if (!req.name) throw new TidemarkError(Conditions.invalidField, `${req.operation} needs application property name`);
+  const q = broker.nodes.get(req.name);
+  if (!q) throw new TidemarkError(Conditions.notFound, `no such queue: ${req.name}`);
+  return q;
+}
+
+const coreOps: Record<string, Op> = {
+  async CREATE(req, broker) {
+    if (!req.name) throw new TidemarkError(Conditions.invalidField, 'CREATE needs application property name');
+    if (broker.nodes.get(req.name)) return { statusCode: 409, statusDescription: `queue ${req.name} exists` };
+    const body = (req.body && typeof req.body === 'object') ? { ...req.body } : {};
+    const durable = body.durable === undefined ? true : body.durable === true || body.durable === 'true' || body.durable === 'True';
+    delete body.durable;
+    const args = body.arguments && typeof body.arguments === 'object' ? { ...body.arguments } : body;
+    delete (args as any).arguments;
+    const { queue } = broker.nodes.declare(req.name, { durable, arguments: args });
+    await broker.committer.idle();
+    return { statusCode: 201, statusDescription: 'Created', body: broker.queueInfo(queue) };
+  },
+  async READ(req, broker) {
+    return { statusCode: 200, statusDescription: 'OK', body: broker.queueInfo(requireQueue(req, broker)) };
+  },
+  async QUERY(req, broker) {
+    const prefix = typeof req.body?.prefix === 'string' ? req.body.prefix : '';
+    const list = broker.nodes.list().filter((q) => !q.def.temporary && q.name.startsWith(prefix)).sort((a, b) => a.name.localeCompare(b.name));
+    return { statusCode: 200, statusDescription: 'OK', body: list.map((q) => broker.queueInfo(q)) };
+  },
+  async DELETE(req, broker) {
+    const q = requireQueue(req, broker);
+    const force = req.body?.force === true || req.body?.force === 'true';
+    const info = broker.queueInfo(q);
+    if (!force && ((info.depth as number) > 0 || (info.consumers as number) > 0)) {
+      return { statusCode: 409, statusDescription: `queue ${q.name} is not empty or in use (depth ${info.depth}, consumers ${info.consumers}); use force` };
+    }
+    await broker.nodes.delete(q.name);
+    return { statusCode: 204, statusDescription: 'No Content' };
+  },
+  async PURGE(req, broker) {
+    const q = requireQueue(req, broker);
+    const count = await q.structure.purge();
+    await broker.committer.idle();
+    return { statusCode: 200, statusDescription: 'OK', body: { count } };
+  },
+};
+
+export function managementExtension(): Extension {
+  let broker: BrokerContext;
+  const ops = new Map<string, Op>(Object.entries(coreOps));
+
+  async function handle(req: ManagementRequest): Promise<ManagementResponse> {
+    if (req.type && req.type !== 'queue' && req.type !== 'org.apache.qpid:queue' && !req.operation.startsWith('SUBSCRIPTION')) {
+      return { statusCode: 400, statusDescription: `unknown type ${req.type} (known: queue)` };
+    }
+    const op = ops.get(req.operation);
+    if (!op) return { statusCode: 400, statusDescription: `unknown operation ${req.operation} (known: ${[...ops.keys()].join(', ')})` };
+    try { return await op(req, broker); }
+    catch (e) {
+      if (e instanceof TidemarkError) return { statusCode: statusFor[e.condition] ?? 500, statusDescription: e.message };
+      log.error('management operation failed', { op: req.operation, err: e });
+      return { statusCode: 500, statusDescription: 'internal error: ' + (e as Error).message };
+    }
+  }
+
+  return {
+    name: 'management',
+    start(b) {
+      broker = b;
+      for (const ext of b.extensions.all) for (const [name, op] of Object.entries(ext.managementOperations ?? {})) ops.set(name, op);
+    },
+    serviceAddresses: {
+      $management(msg, user, done) {
+        const m = msg.message;
+        const ap = m.application_properties ?? {};
+        const req: ManagementRequest = {
+          operation: String(ap.operation ?? '').toUpperCase(), type: String(ap.type ?? 'queue'), name: ap.name !== undefined ? String(ap.name) : undefined,
+          body: m.body ?? {}, user,
+        };
+        done(); // the request is accepted; the answer goes to reply-to
+        handle(req).then((res) => {
+          const replyTo: string | undefined = m.reply_to;
+          if (!replyTo) return;
+          const q = broker.nodes.get(replyTo);
+          if (!q) { log.warn('management reply-to is not a queue here', { replyTo }); return; }
+          const bytes = encodeMessage({
+            correlation_id: m.message_id ?? m.correlation_id, to: replyTo,
+            application_properties: { statusCode: res.statusCode, statusDescription: res.statusDescription },
+            body: res.body === undefined ? null : res.body,
+          });
+          q.publish({ bytes, message: null, receivedAt: broker.clock.now(), attrs: {} }, (err) => { if (err) log.warn('management reply not stored', { err: err.message }); });
+        }).catch((err) => log.error('management failed', { err }));
+      },
+    },
+  };
+}
