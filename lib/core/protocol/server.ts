@@ -44,7 +44,7 @@ export interface ProtocolBackend {
   readonly stats: { connections: number; links: number };
 }
 
-interface LinkState { consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
+interface LinkState { ready?: boolean; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
 const STATE = Symbol('tidemark.link');
 const PRODUCT = { product: 'tidemark', version: '0.1.0' };
 
@@ -150,8 +150,11 @@ export class AmqpServer {
     c.on('receiver_open', (ctx: any) => this.#guard(ctx, () => this.#onReceiverOpen(ctx)));
     c.on('sender_open', (ctx: any) => this.#guard(ctx, () => this.#onSenderOpen(ctx)));
     c.on('message', (ctx: any) => this.#guard(ctx, () => this.#onMessage(ctx)));
-    c.on('sendable', (ctx: any) => this.#guard(ctx, () => this.#state(ctx.sender)?.consumer?.onCredit()));
-    c.on('sender_flow', (ctx: any) => this.#guard(ctx, () => this.#state(ctx.sender)?.consumer?.onCredit()));
+    // Until our attach reply is written, credit waits: rhea writes a session's transfers
+    // before pending attaches, and a transfer ahead of its attach is an unknown handle to the peer.
+    const credit = (ctx: any) => this.#guard(ctx, () => { const st = this.#state(ctx.sender); if (st?.ready) st.consumer?.onCredit(); });
+    c.on('sendable', credit);
+    c.on('sender_flow', credit);
     c.on('sender_draining', (ctx: any) => this.#guard(ctx, () => {
       const st = this.#state(ctx.sender);
       if (st?.consumer) st.consumer.onDrain(); else { ctx.sender.set_drained(true); ctx.connection._register?.(); }
@@ -219,11 +222,13 @@ export class AmqpServer {
     const st = this.#linkState(receiver);
     this.#backend.stats.links++;
     st.onClose.push(() => this.#backend.stats.links--);
-    if (target === null || target === undefined) {
+    // A coordinator target (transactions) reaches us as a typed null: rhea does not know it.
+    const isCoordinator = target !== null && target !== undefined && typeof target === 'object' && target.address === undefined && (target as any).value === null;
+    if (target === null || target === undefined || isCoordinator) {
       // coordinator (transactions) or no target: not supported here
       const t = receiver.remote.attach?.target;
       receiver.local.attach.target = null;
-      receiver.close({ condition: Conditions.notImplemented, description: t === null ? 'transactions (coordinator target) are not supported yet' : 'no target' });
+      receiver.close({ condition: Conditions.notImplemented, description: isCoordinator ? 'transactions (coordinator target) are not supported yet' : 'attach has no target' });
       return;
     }
     try {
@@ -357,6 +362,7 @@ export class AmqpServer {
       this.#refuse(sender, 'source', err);
       return;
     }
+    setImmediate(() => { st.ready = true; this.#guard(ctx, () => st.consumer?.onCredit()); });
     log.info('link attached', { queue: q.name, link: sender.name, mode: req.mode, filters: [...req.filters.keys()] });
   }
 

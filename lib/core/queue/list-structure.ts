@@ -163,7 +163,6 @@ export class ListStructure implements QueueStructure {
     const c = new ListConsumer(this, req, sink, opts);
     this.#consumers.add(c);
     if (c.acquiring) this.#rr.push(c);
-    queueMicrotask(() => this.dispatch());
     return c;
   }
 
