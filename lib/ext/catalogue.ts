@@ -5,8 +5,9 @@ import { temporaryQueuesExtension } from './temporary-queues/index.js';
 import { browseOnlyExtension } from './browse-only/index.js';
 import { limitsExtension } from './limits/index.js';
 import { lvqExtension } from './lvq/index.js';
-// import { selectorExtension } from './selector/index.js';
+import { selectorExtension } from './selector/index.js';
 import { managementExtension } from './management/index.js';
+import { sowExtension } from './sow/index.js';
 
 export const builtinExtensions: Record<string, () => Extension> = {
   ttl: () => ttlExtension(),
@@ -14,6 +15,7 @@ export const builtinExtensions: Record<string, () => Extension> = {
   'browse-only': () => browseOnlyExtension(),
   limits: () => limitsExtension(),
   lvq: () => lvqExtension(),
-  // selector: () => selectorExtension(),
+  selector: () => selectorExtension(),
+  sow: () => sowExtension(),
   management: () => managementExtension(),
 };

@@ -37,6 +37,17 @@ export function connect(url: string, opts: Record<string, unknown> = {}): Promis
   });
 }
 
+/** rhea leaves a null terminus as a typed null. */
+export function isNullTerminus(t: any): boolean { return t === null || t === undefined || (t?.type?.name === 'Null'); }
+
+/** condition/description of a link or connection error, whatever shape rhea left it in. */
+export function errorOf(e: any): { condition?: string; description?: string } {
+  if (!e) return {};
+  const pick = (v: any) => (v && typeof v === 'object' && 'value' in v ? v.value : v);
+  if (Array.isArray(e.value)) return { condition: pick(e.value[0]), description: pick(e.value[1]) };
+  return { condition: pick(e.condition), description: pick(e.description) };
+}
+
 export interface Outcome { state: string; condition?: string; description?: string }
 
 /** Opens a sender and waits for the attach reply. */
@@ -44,14 +55,16 @@ export function openSender(conn: Conn, target: any, opts: Record<string, unknown
   return new Promise((resolve, reject) => {
     const s = conn.connection.open_sender({ target, ...opts });
     s.once('sendable', () => resolve(s));
-    s.once('sender_close', () => reject(Object.assign(new Error(s.error?.description ?? 'sender closed'), { condition: s.error?.condition, link: s })));
-    s.once('sender_error', () => reject(Object.assign(new Error(s.error?.description ?? 'sender error'), { condition: s.error?.condition, link: s })));
+    const fail = () => { const e = errorOf(s.error); reject(Object.assign(new Error(e.description ?? 'sender closed'), { condition: e.condition, link: s })); };
+    s.once('sender_close', fail);
+    s.once('sender_error', fail);
   });
 }
 
 /** Sends messages and resolves with each outcome in order. */
 export function sendAll(sender: any, messages: any[]): Promise<Outcome[]> {
-  return new Promise((resolve) => {
+  return new Promise((res) => {
+    let resolve = res;
     const outcomes: Outcome[] = new Array(messages.length);
     let pending = messages.length;
     if (pending === 0) { resolve(outcomes); return; }
@@ -64,11 +77,16 @@ export function sendAll(sender: any, messages: any[]): Promise<Outcome[]> {
         d.__idx = idx;
       }
     };
-    sender.on('accepted', (ctx: any) => finish(ctx.delivery.__idx, { state: 'accepted' }));
-    sender.on('rejected', (ctx: any) => finish(ctx.delivery.__idx, { state: 'rejected', condition: ctx.delivery.remote_state?.error?.condition, description: ctx.delivery.remote_state?.error?.description }));
-    sender.on('released', (ctx: any) => finish(ctx.delivery.__idx, { state: 'released' }));
-    sender.on('modified', (ctx: any) => finish(ctx.delivery.__idx, { state: 'modified' }));
-    sender.on('sendable', pump);
+    const events: Record<string, (ctx: any) => void> = {
+      accepted: (ctx) => finish(ctx.delivery.__idx, { state: 'accepted' }),
+      rejected: (ctx) => finish(ctx.delivery.__idx, { state: 'rejected', condition: ctx.delivery.remote_state?.error?.condition, description: ctx.delivery.remote_state?.error?.description }),
+      released: (ctx) => finish(ctx.delivery.__idx, { state: 'released' }),
+      modified: (ctx) => finish(ctx.delivery.__idx, { state: 'modified' }),
+      sendable: pump,
+    };
+    const done = resolve;
+    resolve = ((v: Outcome[]) => { for (const [e, f] of Object.entries(events)) sender.removeListener(e, f); done(v); }) as any;
+    for (const [e, f] of Object.entries(events)) sender.on(e, f);
     pump();
   });
 }
@@ -88,9 +106,11 @@ export function openReceiver(conn: Conn, source: any, opts: Record<string, unkno
   return new Promise((resolve, reject) => {
     const rcv = conn.connection.open_receiver({ source, autoaccept: false, credit_window: 0, ...opts });
     let opened = false;
-    rcv.once('receiver_open', () => { opened = true; resolve(rcv); });
-    rcv.once('receiver_close', () => { if (!opened) reject(Object.assign(new Error(rcv.error?.description ?? 'receiver closed'), { condition: rcv.error?.condition, link: rcv })); });
-    rcv.once('receiver_error', () => { if (!opened) reject(Object.assign(new Error(rcv.error?.description ?? 'receiver error'), { condition: rcv.error?.condition, link: rcv })); });
+    // A refused attach is answered with a null source, then a detach carrying the error.
+    rcv.once('receiver_open', () => { if (isNullTerminus(rcv.remote?.attach?.source)) return; opened = true; resolve(rcv); });
+    const fail = () => { if (!opened) { const e = errorOf(rcv.error); reject(Object.assign(new Error(e.description ?? 'receiver closed'), { condition: e.condition, link: rcv })); } };
+    rcv.once('receiver_close', fail);
+    rcv.once('receiver_error', fail);
   });
 }
 

@@ -23,6 +23,8 @@ import { applyRheaPatches } from './rhea-patches.js';
 
 const require = createRequire(import.meta.url);
 const Connection = require('rhea/lib/connection.js');
+const { ProtocolError } = require('rhea/lib/errors.js');
+const rheaFrames = require('rhea/lib/frames.js');
 const log = logger('protocol');
 
 /** What the protocol layer needs from the broker. */
@@ -46,6 +48,7 @@ export interface ProtocolBackend {
 
 interface LinkState { ready?: boolean; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
 const STATE = Symbol('tidemark.link');
+const HARDEN = Symbol('tidemark.harden');
 const PRODUCT = { product: 'tidemark', version: '0.1.0' };
 
 function isLoopback(addr: string | undefined): boolean {
@@ -129,7 +132,16 @@ export class AmqpServer {
     };
     try {
       const conn = new Connection(opts, container);
+      this.#harden(conn, socket, !anon);
+      // rhea arms its idle timer only once bytes arrive: a socket that connects and never
+      // sends anything would be held forever. Drop it if it has not opened within 2x idle.
+      if (cfg.limits.idleTimeoutMs > 0) {
+        const silent = setTimeout(() => { if (!conn.state.remote_open) { log.info('closing silent connection', { remote: socket.remoteAddress }); socket.destroy(); } }, cfg.limits.idleTimeoutMs * 2);
+        silent.unref();
+        socket.once('close', () => clearTimeout(silent));
+      }
       conn.accept(socket);
+      this.#hardenTransports(conn);
       this.#connections.add(conn);
       this.#backend.stats.connections = this.#connections.size;
       socket.once('close', () => { this.#connections.delete(conn); this.#backend.stats.connections = this.#connections.size; });
@@ -137,6 +149,156 @@ export class AmqpServer {
       log.error('accept failed', { err });
       socket.destroy();
     }
+  }
+
+  // ---- Hostile-input hardening (spec/integration/hostile-input.spec.ts, docs/robustness.md) ----
+  // rhea 3.0.5 as a server ends the socket on a decode failure without telling the peer why,
+  // buffers frames of any declared size (a 4 GiB size prefix is a memory sink), keeps a
+  // connection open after a failed SASL outcome, accepts `begin` before `open` or on a
+  // channel in use, and drops the connection on a transfer/flow for an unknown handle. These
+  // per-connection wrappers (instance properties only; rhea's prototypes are not touched)
+  // turn each of those into the condition wire.md 8 documents, then close.
+
+  /** Installs the wrappers that must exist before `accept` binds the socket. */
+  #harden(conn: any, socket: net.Socket, saslRequired: boolean): void {
+    const maxFrame = this.#backend.config.limits.maxFrameSize;
+    const h = { failed: false, openSent: false, saslRequired };
+    conn[HARDEN] = h;
+    // 1. Oversized frames: a partial frame whose declared size exceeds max-frame-size is
+    //    refused as soon as its size prefix arrives, not buffered to the end.
+    const input = conn.input;
+    conn.input = function (buff: Buffer) {
+      if (h.failed) return; // a failed connection reads nothing more
+      input.call(conn, buff);
+      if (!h.failed && conn.frame_size !== undefined && conn.frame_size > maxFrame) {
+        server.#protocolFailure(conn, 'amqp:connection:framing-error', `frame of ${conn.frame_size} bytes exceeds max-frame-size ${maxFrame}`);
+        try { socket.end(); } catch { /* gone */ }
+      }
+    };
+    const server = this;
+    const writeOpen = conn._write_open;
+    conn._write_open = function () { h.openSent = true; return writeOpen.call(conn); };
+    // 2. Decode failures: rhea dispatches protocol_error/error from its input loop and then
+    //    ends the socket; first tell the peer (close with framing-error/decode-error, or our
+    //    protocol header when theirs was wrong [AMQP 2.2]).
+    conn.on('protocol_error', (err: any) => {
+      log.warn('protocol error', { err: String(err?.message ?? err), remote: socket.remoteAddress });
+      this.#protocolFailure(conn, err?.condition ?? 'amqp:connection:framing-error', String(err?.message ?? err));
+    });
+    conn.on('error', (err: any) => {
+      // Only failures of the connection's own input/output land in saved_error; anything
+      // else (link, session errors bubbling up) is logged as the container listener does.
+      if (err !== undefined && err === conn.saved_error) {
+        log.warn('undecodable input', { err: String(err?.message ?? err), remote: socket.remoteAddress });
+        this.#protocolFailure(conn, 'amqp:decode-error', 'malformed frame: ' + String(err?.message ?? err));
+      } else {
+        log.warn('link or connection error', { err: String(err?.message ?? err) });
+      }
+    });
+    // 3. Performatives rhea accepts out of order or on a bad channel/handle.
+    const onOpen = conn.on_open;
+    conn.on_open = function (frame: any) {
+      const p = frame.performative;
+      const bad = (v: unknown, t: string) => v !== undefined && v !== null && typeof v !== t;
+      if (typeof p.container_id !== 'string' || bad(p.max_frame_size, 'number') || bad(p.channel_max, 'number') || bad(p.idle_time_out, 'number') || (typeof p.max_frame_size === 'number' && p.max_frame_size < 512)) {
+        throw Object.assign(new ProtocolError('open has fields of the wrong type or range'), { condition: 'amqp:decode-error' });
+      }
+      return onOpen.call(conn, frame);
+    };
+    const onBegin = conn.on_begin;
+    conn.on_begin = function (frame: any) {
+      if (!conn.state.remote_open) throw new ProtocolError('begin before open');
+      const used = conn.remote_channel_map[frame.channel];
+      if (used && used.state?.remote_open) throw new ProtocolError(`begin on channel ${frame.channel}, which is in use`);
+      return onBegin.call(conn, frame);
+    };
+    for (const name of ['transfer', 'flow', 'detach', 'disposition', 'attach', 'end']) {
+      const orig = conn['on_' + name];
+      conn['on_' + name] = function (frame: any) {
+        if (!conn.state.remote_open) throw new ProtocolError(`${name} before open`);
+        const session = conn.remote_channel_map[frame.channel];
+        const handle = frame.performative?.handle;
+        if (session && (name === 'transfer' || name === 'detach' || (name === 'flow' && handle !== undefined && handle !== null))) {
+          if (typeof handle !== 'number' || !session.remote.handles[handle]) {
+            // [AMQP 2.7.5/2.7.4] a frame for a handle that is not attached ends the session.
+            if (session.state?.local_open) {
+              session.end({ condition: 'amqp:session:unattached-handle', description: `${name} on unattached handle ${String(handle)}` });
+            }
+            return;
+          }
+        }
+        if (session && session.state && !session.state.local_open && (name === 'transfer' || name === 'flow' || name === 'disposition')) return; // ended by us: ignore until the peer's end
+        return orig.call(conn, frame);
+      };
+    }
+    // 4. A failed SASL outcome ends the connection [AMQP 5.3.2]: no retries on one socket.
+    const output = conn.output;
+    conn.output = function () {
+      if (h.failed) return;
+      output.call(conn);
+      const srv = conn.sasl_transport?.transports?.[3] ?? conn.sasl_transport;
+      if (srv?.outcome !== undefined && srv.outcome !== 0 && !h.failed) {
+        h.failed = true;
+        log.info('authentication failed; connection closed', { remote: socket.remoteAddress });
+        try { socket.end(); } catch { /* gone */ }
+        setTimeout(() => socket.destroy(), 1000).unref();
+      }
+    };
+  }
+
+  /** Frame-size checks on each frame of a read buffer (rhea's transports are per connection). */
+  #hardenTransports(conn: any): void {
+    const maxFrame = this.#backend.config.limits.maxFrameSize;
+    const guard = (transport: any) => {
+      if (!transport || transport[HARDEN]) return;
+      transport[HARDEN] = true;
+      const read = transport.read;
+      transport.read = function (buffer: Buffer) {
+        let off = transport.header_received ? 0 : 8;
+        while (off + 4 <= buffer.length) {
+          if (buffer.toString('latin1', off, off + 4) === 'AMQP') break; // next layer's header (after SASL)
+          const size = buffer.readUInt32BE(off);
+          if (size < 8) throw new ProtocolError(`frame size ${size} is smaller than the frame header`);
+          if (size > maxFrame) throw new ProtocolError(`frame of ${size} bytes exceeds max-frame-size ${maxFrame}`);
+          off += size;
+        }
+        return read.call(transport, buffer);
+      };
+    };
+    guard(conn.amqp_transport);
+    const srv = conn.sasl_transport?.transports?.[3] ?? conn.sasl_transport;
+    guard(srv?.transport);
+  }
+
+  /** Tells the peer why (header or close frame) and stops all further I/O on the connection. */
+  #protocolFailure(conn: any, condition: string, description: string): void {
+    const h = conn[HARDEN];
+    if (!h || h.failed) return;
+    h.failed = true;
+    const socket = conn.socket;
+    try {
+      const sasl = conn.sasl_transport?.transports?.[3] ?? conn.sasl_transport;
+      const amqpReady = conn.amqp_transport.header_received?.protocol_id === 0 && conn.amqp_transport.header_received?.major === 1;
+      if (amqpReady) {
+        // Open (if not yet sent) then close with the error [AMQP 2.4.5, 2.8.16].
+        if (!h.openSent) { conn.state.open(); conn.state.need_open(); conn._write_open(); }
+        conn.state.close_requests = 0;
+        conn.local.close.error = { condition, description };
+        conn.state.close();
+        conn.state.close_requests = 0;
+        conn.amqp_transport.encode(rheaFrames.amqp_frame(0, conn.local.close));
+        conn.amqp_transport.write(socket);
+      } else if (!sasl?.transport?.header_sent && !conn.amqp_transport.header_sent) {
+        // A wrong protocol header (or garbage in the SASL layer): answer with the header we
+        // support for that layer, then close [AMQP 2.2].
+        const saslLayer = h.saslRequired || conn.sasl_transport?.header_received?.protocol_id === 3 || sasl?.transport?.header_received?.protocol_id === 3;
+        socket.write(Buffer.from(saslLayer ? 'AMQP\x03\x01\x00\x00' : 'AMQP\x00\x01\x00\x00', 'latin1'));
+      }
+    } catch (err) {
+      log.debug('could not write close after protocol failure', { err: String(err) });
+    }
+    conn.output = () => { /* nothing more after a protocol failure */ };
+    setTimeout(() => { try { socket.destroy(); } catch { /* gone */ } }, 1000).unref();
   }
 
   #wire(c: any): void {
@@ -324,6 +486,10 @@ export class AmqpServer {
         if (!address) throw new TidemarkError(Conditions.invalidField, 'receiver source has no address');
         const caps = capabilities(source);
         q = this.#backend.resolveNode(address, { createOnDemand: caps.includes('create-on-demand'), properties: nodeProperties(source), role: 'sender', user: this.#user(ctx) });
+      }
+      // A filter set is a map [AMQP 3.5.8]; a list or scalar is a bad filter (wire.md 8).
+      if (source.filter !== undefined && source.filter !== null && (typeof source.filter !== 'object' || Array.isArray(source.filter) || Buffer.isBuffer(source.filter))) {
+        throw new TidemarkError(Conditions.invalidField, 'source filter must be a map of filters');
       }
       const parsed = new Map<string, ParsedFilter>();
       const predicates = [];

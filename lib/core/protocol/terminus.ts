@@ -46,7 +46,8 @@ export function filters(source: any): RawFilter[] {
       const d = raw.descriptor;
       const dv = d?.value ?? d;
       descriptor = typeof dv === 'bigint' ? dv.toString() : typeof dv === 'number' ? String(dv) : Buffer.isBuffer(dv) ? BigInt('0x' + dv.toString('hex')).toString() : String(dv);
-      value = unwrapValue(raw.value);
+      // rhea keeps the described value as the typed value itself with a `descriptor` field.
+      value = typeof raw.toRheaTyped === 'function' ? unwrapValue(raw) : unwrapValue(raw.value);
     }
     out.push({ key, descriptor, value, raw });
   }

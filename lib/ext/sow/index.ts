@@ -1,0 +1,216 @@
+/**
+ * State of the world, history and replay (semantics.md 2, 4-7) as one extension through
+ * the core's points: queue arguments (`sow.key`, `sow.history.*`, `log.*`), the SOW
+ * structure, attach filters (`tidemark:command`, `:bookmark`, `:options`), commands on plain
+ * queues (empty group then live, replay by SCN), `SOW-DELETE`, statistics, and a background
+ * retention task.
+ */
+import type { Extension, FilterSpec, ConsumerRequest } from '../../core/extensions.js';
+import type { Queue } from '../../core/queue/queue.js';
+import type { DeliverySink } from '../../core/queue/delivery.js';
+import type { BrokerContext } from '../../core/broker-context.js';
+import { ListStructure } from '../../core/queue/list-structure.js';
+import { TidemarkError, Conditions } from '../../core/errors.js';
+import { encodeMessage } from '../../codec/message-bytes.js';
+import { typed } from '../../codec/amqp.js';
+import { toStr, toDurationMs, toInt } from '../../address/index.js';
+import { compileFilter } from '../../filter/index.js';
+import { MessageEnv } from '../../core/queue/filter-env.js';
+import { decodeMessage } from '../../codec/message-bytes.js';
+import { queuePrefix } from '../../core/storage/keyspace.js';
+import { SowStructure } from './sow-structure.js';
+import { SowConsumer, type SowPlan } from './sow-consumer.js';
+import { parseKeySpec } from './sow-key.js';
+import { parseBookmark, type Bookmark } from './bookmark.js';
+import { parseCommand, parseOptions, type Command, type CommandOptions } from './options.js';
+import { MarkerSink } from './marker-sink.js';
+import { TIME, timeKey } from './tables.js';
+import { logger } from '../../core/log.js';
+
+const log = logger('sow');
+
+export const COMMAND = 'tidemark:command:symbol';
+export const BOOKMARK = 'tidemark:bookmark:string';
+export const OPTIONS = 'tidemark:options:map';
+
+const duration = (name: string) => (v: unknown) => toDurationMs(name, v);
+
+/** SCN of the last event at or before `ms` (0 when none), from the time index. */
+async function scnAtTime(q: Queue, ms: number): Promise<number> {
+  const rows = await q.ctx.store.all({ gte: queuePrefix(TIME, q.id), lt: timeKey(q.id, ms + 1, 0), reverse: true, limit: 1, keysOnly: true });
+  return rows.length ? Number(rows[0][0].readBigUInt64BE(13)) : 0;
+}
+
+export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Extension {
+  let timer: NodeJS.Timeout | undefined;
+  let broker: BrokerContext | undefined;
+
+  const filters: FilterSpec[] = [
+    { symbol: COMMAND, parse: (v) => ({ data: parseCommand(v) }) },
+    { symbol: BOOKMARK, parse: (v) => { if (typeof v !== 'string') throw new TidemarkError(Conditions.invalidField, 'tidemark:bookmark:string value must be a string'); return { data: parseBookmark(v) }; } },
+    { symbol: OPTIONS, parse: (v) => ({ data: parseOptions(v) }) },
+  ];
+
+  function plan(q: Queue, req: ConsumerRequest): { command: Command | 'default'; bookmark?: Bookmark; options: CommandOptions } {
+    const command = (req.filters.get(COMMAND)?.data as Command | undefined) ?? 'default';
+    const bookmark = req.filters.get(BOOKMARK)?.data as Bookmark | undefined;
+    const options = (req.filters.get(OPTIONS)?.data as CommandOptions | undefined) ?? {};
+    void q;
+    return { command, bookmark, options };
+  }
+
+  /** Where a replay starts, per bookmark_not_found when the bookmark is older than the log. */
+  function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options: CommandOptions, oldest: number): number {
+    if (bm.kind === 'now') return q.committedScn;
+    if (bm.kind === 'epoch') return 0;
+    const mode = options.bookmark_not_found ?? (bm.kind === 'scn' ? 'fail' : 'now');
+    if (oldest > 0 && resolvedScn + 1 < oldest) {
+      if (mode === 'fail') {
+        throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.kind === 'scn' ? bm.scn : bm.text} is older than the retained log of ${q.name} (oldest SCN ${oldest})`, { info: { 'oldest-scn': oldest, 'requested-scn': resolvedScn } });
+      }
+      return mode === 'epoch' ? 0 : q.committedScn;
+    }
+    return resolvedScn;
+  }
+
+  function openOnSow(s: SowStructure, req: ConsumerRequest, sink: DeliverySink, p: ReturnType<typeof plan>, resolvedScn?: number): SowConsumer {
+    const q = s.queue;
+    const { command, bookmark, options } = p;
+    const sp: SowPlan = { command, options, completedMarker: false, annotate: req.annotate };
+    if (bookmark) {
+      if (command === 'subscribe' || command === 'default') {
+        sp.replayAfter = replayStart(q, bookmark, resolvedScn ?? 0, options, s.oldestLogScn);
+        sp.completedMarker = true;
+        sp.command = 'subscribe';
+      } else {
+        if (!s.hasHistory) throw new TidemarkError(Conditions.invalidField, `queue ${q.name} keeps no history (sow.history.window): a ${command} with a bookmark cannot be answered`);
+        const S = bookmark.kind === 'now' ? q.committedScn : bookmark.kind === 'epoch' ? 0 : resolvedScn ?? 0;
+        if (bookmark.kind === 'time' && bookmark.ms < q.ctx.clock.now() - s.settings.historyWindow!) {
+          sp.historicalScn = -1; // older than the window: empty result
+        } else sp.historicalScn = S;
+        if (command === 'sow_and_subscribe') {
+          if (s.oldestLogScn > 0 && S + 1 < s.oldestLogScn) throw new TidemarkError(Conditions.scnNotFound, `the log of ${q.name} no longer covers SCN ${S} (oldest ${s.oldestLogScn})`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': S } });
+          sp.completedMarker = true;
+        }
+      }
+    }
+    return new SowConsumer(s, req, sink, sp);
+  }
+
+  return {
+    name: 'sow',
+    queueArguments: [
+      { name: 'sow.key', strict: true, parse: (v) => { const s = toStr('sow.key', v); parseKeySpec(s); return s; } },
+      { name: 'sow.history.window', strict: true, parse: duration('sow.history.window') },
+      { name: 'sow.history.granularity', strict: true, parse: duration('sow.history.granularity') },
+      { name: 'log.retention', strict: true, parse: duration('log.retention') },
+      { name: 'log.max_count', strict: true, parse: (v) => toInt('log.max_count', v, { min: 1 }) },
+    ],
+    validateArguments(args) {
+      if (args['sow.key'] === undefined) {
+        for (const k of ['sow.history.window', 'sow.history.granularity']) if (args[k] !== undefined) throw new Error(`${k} needs sow.key: history is kept per SOW key`);
+      }
+      if (args['sow.key'] !== undefined && (args['qpid.max_count'] !== undefined || args['qpid.max_size'] !== undefined)) {
+        throw new Error('qpid.max_count/qpid.max_size do not apply to a SOW queue (use log.max_count / log.retention)');
+      }
+    },
+    configureQueue({ queue, arguments: args }) {
+      if (args['sow.key'] === undefined) return;
+      const s = new SowStructure(queue, {
+        key: parseKeySpec(args['sow.key'] as string),
+        historyWindow: args['sow.history.window'] as number | undefined,
+        historyGranularity: (args['sow.history.granularity'] as number | undefined) ?? 0,
+        logRetention: args['log.retention'] as number | undefined,
+        logMaxCount: args['log.max_count'] as number | undefined,
+      });
+      s.openConsumerImpl = (st, req, sink) => openOnSow(st, req, sink, plan(queue, req));
+      queue.structure = s;
+    },
+    filters,
+    openConsumer(queue, req, sink) {
+      const p = plan(queue, req);
+      const hasCmd = req.filters.has(COMMAND) || req.filters.has(BOOKMARK) || req.filters.has(OPTIONS);
+      if (queue.structure instanceof SowStructure) {
+        const s = queue.structure;
+        if (p.bookmark && (p.bookmark.kind === 'time' || p.bookmark.kind === 'scn')) {
+          // Resolve the time asynchronously, then open; credit that arrives meanwhile is kept by the sink.
+          const bm = p.bookmark;
+          if (bm.kind === 'scn') return openOnSow(s, req, sink, p, bm.scn);
+          let inner: SowConsumer | undefined; let closed = false;
+          const pending = { onCredit: () => inner?.onCredit(), onDrain: () => inner?.onDrain(), close: () => { closed = true; inner?.close(); } };
+          // Validate synchronously what can be validated.
+          if ((p.command === 'sow' || p.command === 'sow_and_subscribe') && !s.hasHistory) throw new TidemarkError(Conditions.invalidField, `queue ${queue.name} keeps no history (sow.history.window): a ${p.command} with a bookmark cannot be answered`);
+          scnAtTime(queue, bm.ms).then((scn) => {
+            if (closed) return;
+            try { inner = openOnSow(s, req, sink, p, scn); inner.onCredit(); }
+            catch (e) { sink.close(e instanceof TidemarkError ? e : new TidemarkError(Conditions.internal, String(e))); }
+          }, (err) => sink.close(new TidemarkError(Conditions.internal, String(err))));
+          return pending;
+        }
+        return openOnSow(s, req, sink, p);
+      }
+      if (!hasCmd) return undefined;
+      // Commands on a queue without SOW.
+      if (p.command === 'sow') throw new TidemarkError(Conditions.notFound, `queue ${queue.name} is not a SOW queue (no sow.key): sow needs a state of the world`);
+      if (!(queue.structure instanceof ListStructure)) return undefined;
+      const markers = new MarkerSink(sink);
+      const marker = (cmd: string, scn?: number) => markers.marker(encodeMessage({ message_annotations: { 'x-opt-tm-cmd': typed.symbol(cmd), ...(scn !== undefined ? { 'x-opt-tm-scn': typed.ulong(scn) } : {}) }, body: null }));
+      const annotate = (e: { scn: number; ts: number }) => ({ 'x-opt-tm-cmd': typed.symbol('publish'), 'x-opt-tm-scn': typed.ulong(e.scn), 'x-opt-tm-ts': typed.timestamp(e.ts) });
+      const browse = { ...req, mode: 'copy' as const };
+      if (p.command === 'sow_and_subscribe') {
+        marker('group_begin'); marker('group_end', queue.committedScn);
+        return queue.structure.openConsumer(browse, markers, { startAfterScn: queue.committedScn, annotate });
+      }
+      // subscribe, optionally from a bookmark (SCN or epoch/now on a list queue).
+      let start = queue.committedScn;
+      let completed = false;
+      if (p.bookmark) {
+        completed = true;
+        const oldest = queue.structure.stats().oldestScn;
+        if (p.bookmark.kind === 'time') {
+          let after = 0;
+          for (const e of queue.structure.list.live()) { if (e.ts > p.bookmark.ms) break; after = e.scn; }
+          start = after;
+        } else start = replayStart(queue, p.bookmark, p.bookmark.kind === 'scn' ? p.bookmark.scn : 0, p.options, oldest);
+      }
+      return queue.structure.openConsumer(browse, markers, { startAfterScn: start, annotate, onCaughtUp: completed ? () => marker('completed', queue.committedScn) : undefined });
+    },
+    managementOperations: {
+      async 'SOW-DELETE'(req, b) {
+        if (!req.name) throw new TidemarkError(Conditions.invalidField, 'SOW-DELETE needs application property name');
+        const q = b.nodes.get(req.name);
+        if (!q) throw new TidemarkError(Conditions.notFound, `no such queue: ${req.name}`);
+        if (!(q.structure instanceof SowStructure)) throw new TidemarkError(Conditions.notFound, `queue ${req.name} is not a SOW queue`);
+        const text = req.body?.filter;
+        const keys: string[] = [];
+        if (text === undefined || text === null || text === '') keys.push(...q.structure.records.keys());
+        else {
+          let f;
+          try { f = compileFilter(String(text), 'content'); } catch (e) { throw new TidemarkError(Conditions.invalidField, `filter: ${(e as Error).message}`); }
+          for (const [k, r] of q.structure.records) if (f.matches(new MessageEnv(decodeMessage(r.bytes)))) keys.push(k);
+        }
+        const count = await q.structure.deleteKeys(keys);
+        return { statusCode: 200, statusDescription: 'OK', body: { count } };
+      },
+    },
+    start(b) {
+      broker = b;
+      timer = setInterval(() => {
+        const now = b.clock.now();
+        for (const q of b.nodes.list()) {
+          if (q.structure instanceof SowStructure) q.structure.trim(now).catch((err) => log.error('retention failed', { queue: q.name, err }));
+        }
+      }, opts.retentionIntervalMs ?? 1000);
+      timer.unref();
+    },
+    stop() { if (timer) clearInterval(timer); void broker; },
+  };
+}
+
+/** Runs one retention pass now (tests, tools). */
+export async function runRetention(b: BrokerContext): Promise<void> {
+  const now = b.clock.now();
+  for (const q of b.nodes.list()) if (q.structure instanceof SowStructure) await q.structure.trim(now);
+}
+
+export { SowStructure };

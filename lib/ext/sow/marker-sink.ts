@@ -1,0 +1,29 @@
+/**
+ * A DeliverySink that sends queued marker messages (group_begin, group_end, completed) ahead
+ * of whatever the consumer sends next, each using one credit as wire.md 4.2 says.
+ */
+import type { DeliverySink, Outcome } from '../../core/queue/delivery.js';
+import type { TidemarkError } from '../../core/errors.js';
+
+export class MarkerSink implements DeliverySink {
+  readonly inner: DeliverySink;
+  readonly #pending: Buffer[] = [];
+  #closeAfter: { error?: TidemarkError } | undefined;
+  constructor(inner: DeliverySink) { this.inner = inner; }
+  get id() { return this.inner.id; }
+  get presettled() { return this.inner.presettled; }
+
+  /** Queues a pre-settled marker. */
+  marker(bytes: Buffer): void { this.#pending.push(bytes); this.flush(); }
+  /** Closes the link once every queued marker is sent. */
+  closeWhenFlushed(error?: TidemarkError): void { this.#closeAfter = { error }; this.flush(); }
+
+  flush(): void {
+    while (this.#pending.length && this.inner.credit() > 0) this.inner.send(this.#pending.shift()!, undefined, { settled: true });
+    if (!this.#pending.length && this.#closeAfter) { const c = this.#closeAfter; this.#closeAfter = undefined; this.inner.close(c.error); }
+  }
+  credit(): number { this.flush(); return this.#pending.length || this.#closeAfter ? 0 : this.inner.credit(); }
+  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: { settled?: boolean }): void { this.inner.send(bytes, onOutcome, opts); }
+  drained(): void { if (!this.#pending.length) this.inner.drained(); }
+  close(error?: TidemarkError): void { this.inner.close(error); }
+}

@@ -1,0 +1,379 @@
+/**
+ * A receiver on a SOW queue: an optional snapshot (current, or historical at a bookmark),
+ * then events by position. Everything is pulled under AMQP credit: snapshots stream from a
+ * LevelDB snapshot, events from the ring of recent events or from the log, so a slow
+ * consumer holds a cursor, not a buffer (architecture invariants 3 and 5).
+ *
+ * sow_and_subscribe at one SCN S (invariant 3): at a quiescent point of the committer the
+ * store holds exactly the events <= S; the snapshot is read there and the event position
+ * starts at S, so every event > S comes after group_end and none <= S is delivered live.
+ */
+import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
+import type { ConsumerRequest } from '../../core/extensions.js';
+import type { Cursor, Snapshot } from '../../core/storage/store.js';
+import { CoreTables, scnKey, queuePrefix, prefixEnd } from '../../core/storage/keyspace.js';
+import { decodeEvent } from '../../core/engine/event-record.js';
+import { TidemarkError, Conditions } from '../../core/errors.js';
+import { MessageEnv } from '../../core/queue/filter-env.js';
+import { rewriteMessage, indexSections, encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
+import { typed } from '../../codec/amqp.js';
+import { compileOrderBy } from '../../filter/index.js';
+import { MarkerSink } from './marker-sink.js';
+import { SOW, HIST, sowKeyOf, parseHistKey } from './tables.js';
+import type { SowStructure, SowEvent } from './sow-structure.js';
+import type { Command, CommandOptions } from './options.js';
+import { logger } from '../../core/log.js';
+
+const log = logger('sow');
+
+export interface SowPlan {
+  command: Command | 'default';
+  options: CommandOptions;
+  /** Historical snapshot at this SCN (bookmark resolved). */
+  historicalScn?: number;
+  /** Event position to start after (replay); undefined = live end. */
+  replayAfter?: number;
+  /** Send `completed` once the replay reaches the live end. */
+  completedMarker: boolean;
+  /** Markers and annotations on (a tidemark: filter was used). */
+  annotate: boolean;
+}
+
+interface Row { key: string; scn: number; ts: number; bytes: Buffer }
+
+const EVENT_ENV = Symbol('env');
+
+export class SowConsumer implements Consumer {
+  readonly #s: SowStructure;
+  readonly #req: ConsumerRequest;
+  readonly #sink: MarkerSink;
+  readonly #plan: SowPlan;
+  #phase: 'starting' | 'snapshot' | 'events' | 'done' = 'starting';
+  /** Snapshot rows ready to send. */
+  #rows: Row[] = [];
+  #rowsDone = false;
+  #snapshotCursor?: Cursor;
+  #snapshotHandle?: Snapshot;
+  #skipped = 0;
+  #sent = 0;
+  /** Last event SCN delivered or passed. */
+  #position = 0;
+  #replayTarget = 0;
+  #completedSent = false;
+  /** Log rows fetched while behind the ring. */
+  #logRows: SowEvent[] = [];
+  #fetching = false;
+  #pumping = false;
+  #closed = false;
+  readonly #delivered = new Set<string>();
+  readonly #track: boolean;
+  #unsubscribe?: () => void;
+  #draining = false;
+
+  constructor(structure: SowStructure, req: ConsumerRequest, sink: DeliverySink, plan: SowPlan) {
+    this.#s = structure;
+    this.#req = req;
+    this.#sink = new MarkerSink(sink);
+    this.#plan = plan;
+    this.#track = plan.command !== 'subscribe';
+    this.#start();
+  }
+
+  #queryId(): string | undefined { return this.#plan.options.query_id; }
+
+  #marker(cmd: string, scn?: number): void {
+    if (!this.#plan.annotate) return;
+    const ann: Record<string, unknown> = { 'x-opt-tm-cmd': typed.symbol(cmd) };
+    if (scn !== undefined) ann['x-opt-tm-scn'] = typed.ulong(scn);
+    if (this.#queryId() && cmd !== 'completed') ann['x-opt-tm-query-id'] = this.#queryId();
+    this.#sink.marker(encodeMessage({ message_annotations: ann, body: null }));
+  }
+
+  #start(): void {
+    const p = this.#plan;
+    const q = this.#s.queue;
+    if (p.command === 'subscribe') {
+      this.#position = p.replayAfter ?? q.committedScn;
+      this.#replayTarget = q.committedScn;
+      this.#enterEvents();
+      return;
+    }
+    this.#marker('group_begin');
+    if (p.historicalScn !== undefined) {
+      const S = p.historicalScn;
+      this.#position = S;
+      this.#replayTarget = q.committedScn;
+      this.#phase = 'snapshot';
+      this.#historical(S).catch((err) => this.#fail(err));
+      return;
+    }
+    // Consistent snapshot at the last committed SCN.
+    q.ctx.committer.atQuiescentPoint(() => {
+      if (this.#closed) return;
+      const S = q.committedScn;
+      this.#position = S;
+      this.#replayTarget = S;
+      this.#groupEndScn = S;
+      this.#snapshotHandle = q.ctx.store.snapshot();
+      const prefix = queuePrefix(SOW, q.id);
+      this.#snapshotCursor = q.ctx.store.cursor({ gte: prefix, lt: prefixEnd(prefix), snapshot: this.#snapshotHandle });
+      this.#phase = 'snapshot';
+      if (this.#plan.options.order_by) this.#loadAllSorted().catch((err) => this.#fail(err));
+      else this.pump();
+    });
+  }
+  #groupEndScn = 0;
+
+  #matches(env: MessageEnv): boolean {
+    for (const pr of this.#req.predicates) if (!pr(env)) return false;
+    return true;
+  }
+
+  /** Applies filter, skip_n and top_n to a snapshot row; true when it is to be sent. */
+  #admitRow(r: Row): boolean {
+    if (this.#req.predicates.length && !this.#matches(new MessageEnv(decodeMessage(r.bytes)))) return false;
+    const o = this.#plan.options;
+    if (o.skip_n && this.#skipped < o.skip_n) { this.#skipped++; return false; }
+    if (o.top_n !== undefined && this.#sent >= o.top_n) return false;
+    return true;
+  }
+
+  async #fetchSnapshot(): Promise<void> {
+    if (this.#fetching || this.#rowsDone || !this.#snapshotCursor) return;
+    this.#fetching = true;
+    try {
+      const batch = await this.#snapshotCursor.next(256);
+      if (batch.length === 0) { this.#rowsDone = true; await this.#releaseSnapshot(); }
+      for (const [k, v] of batch) {
+        const { meta, message } = decodeEvent(v);
+        this.#rows.push({ key: sowKeyOf(k), scn: meta.w ?? 0, ts: meta.ts, bytes: message });
+      }
+    } finally { this.#fetching = false; }
+    this.pump();
+  }
+
+  async #releaseSnapshot(): Promise<void> {
+    const c = this.#snapshotCursor, h = this.#snapshotHandle;
+    this.#snapshotCursor = undefined; this.#snapshotHandle = undefined;
+    try { await c?.close(); } catch { /* closed */ }
+    try { await h?.close(); } catch { /* closed */ }
+  }
+
+  /** order_by needs every matching record before the first is sent. */
+  async #loadAllSorted(): Promise<void> {
+    const all: Row[] = [];
+    const envs = new Map<Row, MessageEnv>();
+    for (;;) {
+      const batch = await this.#snapshotCursor!.next(1000);
+      if (!batch.length) break;
+      for (const [k, v] of batch) {
+        const { meta, message } = decodeEvent(v);
+        const r = { key: sowKeyOf(k), scn: meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
+        const env = new MessageEnv(decodeMessage(r.bytes));
+        if (this.#req.predicates.length && !this.#matches(env)) continue;
+        all.push(r); envs.set(r, env);
+      }
+    }
+    await this.#releaseSnapshot();
+    const cmp = compileOrderBy(this.#plan.options.order_by!);
+    all.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
+    const o = this.#plan.options;
+    const start = o.skip_n ?? 0;
+    this.#rows = all.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
+    this.#skipped = o.skip_n ?? 0;
+    this.#rowsDone = true;
+    this.#sortedLoaded = true;
+    this.pump();
+  }
+  #sortedLoaded = false;
+
+  /** Historical snapshot at SCN S: per key the newest retained version with SCN <= S, unless a tombstone. */
+  async #historical(S: number): Promise<void> {
+    const q = this.#s.queue;
+    const prefix = queuePrefix(HIST, q.id);
+    const cursor = q.ctx.store.cursor({ gte: prefix, lt: prefixEnd(prefix) });
+    const out: Row[] = [];
+    let curKey: string | undefined, best: Row | undefined, bestDeleted = false;
+    const close = () => { if (curKey !== undefined && best && !bestDeleted) out.push(best); };
+    try {
+      for (;;) {
+        const batch = await cursor.next(1000);
+        if (!batch.length) break;
+        for (const [k, v] of batch) {
+          const { key, scn } = parseHistKey(k);
+          if (key !== curKey) { close(); curKey = key; best = undefined; bestDeleted = false; }
+          if (scn > S) continue;
+          const { meta, message } = decodeEvent(v);
+          best = { key, scn, ts: meta.ts, bytes: Buffer.from(message) };
+          bestDeleted = meta.op === 'delete';
+        }
+      }
+      close();
+    } finally { await cursor.close(); }
+    const o = this.#plan.options;
+    let rows = out;
+    if (this.#req.predicates.length) rows = rows.filter((r) => this.#matches(new MessageEnv(decodeMessage(r.bytes))));
+    if (o.order_by) {
+      const cmp = compileOrderBy(o.order_by);
+      const envs = new Map(rows.map((r) => [r, new MessageEnv(decodeMessage(r.bytes))] as const));
+      rows.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
+    }
+    const start = o.skip_n ?? 0;
+    this.#rows = rows.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
+    this.#skipped = start;
+    this.#sortedLoaded = true;
+    this.#rowsDone = true;
+    this.#groupEndScn = S;
+    this.pump();
+  }
+
+  #annotations(cmd: string, scn: number, key: string, ts: number, reason?: string): Record<string, unknown> {
+    const ann: Record<string, unknown> = {
+      'x-opt-tm-cmd': typed.symbol(cmd), 'x-opt-tm-scn': typed.ulong(scn), 'x-opt-tm-key': key, 'x-opt-tm-ts': typed.timestamp(ts),
+    };
+    if (reason) ann['x-opt-tm-oof-reason'] = typed.symbol(reason);
+    if (cmd === 'sow' && this.#queryId()) ann['x-opt-tm-query-id'] = this.#queryId();
+    return ann;
+  }
+
+  #send(bytes: Buffer, ann: Record<string, unknown>): void {
+    const out = rewriteMessage(bytes, indexSections(bytes), null, ann);
+    this.#s.queue.counters.delivered++;
+    this.#sink.send(out, undefined, { settled: this.#sink.presettled });
+  }
+
+  #enterEvents(): void {
+    this.#phase = 'events';
+    if (this.#plan.command === 'sow') {
+      this.#phase = 'done';
+      this.#sink.closeWhenFlushed();
+      return;
+    }
+    this.#unsubscribe = this.#s.subscribe({ wake: () => this.pump(), close: () => this.#sink.close() });
+    this.pump();
+  }
+
+  /** Next event after the position: from the ring, or from the log when behind it. */
+  #nextEvent(): SowEvent | undefined | 'wait' {
+    const s = this.#s;
+    if (this.#logRows.length) return this.#logRows.shift();
+    if (this.#position >= s.queue.committedScn) return undefined;
+    const i = s.ringIndexAfter(this.#position);
+    if (i >= 0) return i < s.ring.length ? s.ring[i] : undefined;
+    if (this.#position + 1 < s.oldestLogScn && s.oldestLogScn > 0) {
+      // Fell behind the retained log while reading (retention trimmed it).
+      throw new TidemarkError(Conditions.scnNotFound, `position ${this.#position} fell off the log of ${s.queue.name} (oldest retained SCN ${s.oldestLogScn})`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': this.#position } });
+    }
+    this.#fetchLog().catch((err) => this.#fail(err));
+    return 'wait';
+  }
+
+  async #fetchLog(): Promise<void> {
+    if (this.#fetching) return;
+    this.#fetching = true;
+    try {
+      const q = this.#s.queue;
+      const rows = await q.ctx.store.all({ gte: scnKey(CoreTables.log, q.id, this.#position + 1), lt: scnKey(CoreTables.log, q.id, q.committedScn + 1), limit: 256 });
+      for (const [k, v] of rows) {
+        const { meta, message } = decodeEvent(v);
+        this.#logRows.push({ scn: Number(k.readBigUInt64BE(5)), ts: meta.ts, op: (meta.op ?? 'publish') as SowEvent['op'], key: meta.key ?? '', bytes: Buffer.from(message), w: meta.w });
+      }
+      if (!rows.length) this.#position = Math.max(this.#position, q.committedScn);
+    } finally { this.#fetching = false; }
+    this.pump();
+  }
+
+  #envOf(ev: SowEvent): MessageEnv {
+    return ((ev as any)[EVENT_ENV] ??= new MessageEnv((ev.view ??= decodeMessage(ev.bytes))));
+  }
+
+  /** Decides what one event means for this link; may send nothing. */
+  #handleEvent(ev: SowEvent): void {
+    const oof = this.#plan.options.oof === true;
+    const matches = this.#req.predicates.length === 0 || this.#matches(this.#envOf(ev));
+    if (ev.op === 'delete') {
+      if (!this.#track) { if (matches) this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts)); return; }
+      if (this.#delivered.delete(ev.key)) {
+        if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'deleted'));
+        else this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts));
+      }
+      return;
+    }
+    if (matches) {
+      if (this.#track) this.#delivered.add(ev.key);
+      this.#send(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts));
+    } else if (this.#track && this.#delivered.delete(ev.key) && oof) {
+      this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'));
+    }
+  }
+
+  pump(): void {
+    if (this.#pumping || this.#closed) return;
+    this.#pumping = true;
+    try {
+      while (!this.#closed && this.#sink.credit() > 0) {
+        if (this.#phase === 'snapshot') {
+          if (this.#rows.length) {
+            const r = this.#rows.shift()!;
+            if (this.#sortedLoaded || this.#admitRow(r)) {
+              this.#sent++;
+              if (this.#track) this.#delivered.add(r.key);
+              this.#send(r.bytes, this.#annotations('sow', r.scn, r.key, r.ts));
+            }
+            continue;
+          }
+          const o = this.#plan.options;
+          const full = !this.#sortedLoaded && o.top_n !== undefined && this.#sent >= o.top_n;
+          if (!this.#rowsDone && !full) { void this.#fetchSnapshot(); break; }
+          if (full && !this.#rowsDone) { this.#rowsDone = true; void this.#releaseSnapshot(); }
+          this.#marker('group_end', this.#groupEndScn);
+          this.#enterEvents();
+          continue;
+        }
+        if (this.#phase === 'events') {
+          const ev = this.#nextEvent();
+          if (ev === 'wait') break;
+          if (!ev) {
+            if (this.#plan.completedMarker && !this.#completedSent && this.#position >= this.#replayTarget) {
+              this.#completedSent = true;
+              this.#marker('completed', this.#position);
+              continue;
+            }
+            break;
+          }
+          this.#position = ev.scn;
+          this.#handleEvent(ev);
+          continue;
+        }
+        break;
+      }
+      if (this.#draining && this.#phase === 'events' && this.#sink.credit() > 0 && this.#position >= this.#s.queue.committedScn && !this.#logRows.length) {
+        this.#draining = false;
+        this.#sink.drained();
+      }
+    } catch (err) {
+      this.#fail(err);
+    } finally {
+      this.#pumping = false;
+    }
+  }
+
+  #fail(err: unknown): void {
+    if (this.#closed) return;
+    if (!(err instanceof TidemarkError)) log.error('SOW consumer failed', { queue: this.#s.queue.name, err });
+    const e = err instanceof TidemarkError ? err : new TidemarkError(Conditions.internal, String((err as Error)?.message ?? err));
+    this.close();
+    this.#sink.close(e);
+  }
+
+  onCredit(): void { this.pump(); }
+  onDrain(): void { this.#draining = true; this.pump(); if (this.#draining && this.#phase !== 'events') { /* drain completes once snapshot streamed */ } }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unsubscribe?.();
+    void this.#releaseSnapshot();
+  }
+}
+

@@ -1,0 +1,48 @@
+/**
+ * SOW keys (wire.md 2.3, semantics.md 2): comma-separated paths; `/a/b` reads the JSON body,
+ * a bare `name` an application property. One path: the value as text. Several: a JSON array
+ * of the values, which is unambiguous whatever the values contain.
+ */
+export interface KeySpec { readonly text: string; readonly paths: ReadonlyArray<{ json: boolean; segments: (string | number)[]; raw: string }> }
+
+export function parseKeySpec(text: string): KeySpec {
+  const parts = text.split(',').map((s) => s.trim());
+  if (parts.length === 0 || parts.some((p) => p.length === 0)) throw new TypeError(`sow.key ${JSON.stringify(text)} has an empty path`);
+  return {
+    text,
+    paths: parts.map((raw) => {
+      if (!raw.startsWith('/')) {
+        if (!/^[A-Za-z_$][\w.$-]*$/.test(raw)) throw new TypeError(`sow.key path ${JSON.stringify(raw)} is neither /json/path nor a property name`);
+        return { json: false, segments: [raw], raw };
+      }
+      const segments: (string | number)[] = [];
+      for (const seg of raw.slice(1).split('/')) {
+        const m = /^([^[\]]+)((?:\[\d+\])*)$/.exec(seg);
+        if (!m) throw new TypeError(`sow.key path ${JSON.stringify(raw)} has a bad segment ${JSON.stringify(seg)}`);
+        segments.push(m[1]);
+        for (const idx of m[2].matchAll(/\[(\d+)\]/g)) segments.push(Number(idx[1]));
+      }
+      return { json: true, segments, raw };
+    }),
+  };
+}
+
+function atPath(v: any, segs: (string | number)[]): unknown {
+  for (const s of segs) {
+    if (v === null || v === undefined || typeof v !== 'object') return undefined;
+    v = v[s as any];
+  }
+  return v;
+}
+
+/** The key of a record, or an error naming the missing path. */
+export function extractKey(spec: KeySpec, json: unknown, props: Record<string, unknown> | undefined): { key: string } | { missing: string } {
+  const values: unknown[] = [];
+  for (const p of spec.paths) {
+    const v = p.json ? atPath(json, p.segments) : props?.[p.segments[0] as string];
+    if (v === undefined || v === null || v === '' || (typeof v === 'object' && !(v instanceof Date))) return { missing: p.raw };
+    values.push(typeof v === 'bigint' ? v.toString() : v instanceof Date ? v.getTime() : v);
+  }
+  if (values.length === 1) return { key: String(values[0]) };
+  return { key: JSON.stringify(values) };
+}

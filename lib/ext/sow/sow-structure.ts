@@ -1,0 +1,367 @@
+/**
+ * The SOW structure (semantics.md 2, 6, 7): per key the latest record, an event log with one
+ * SCN per event, optional history, and a time index — all written in the event's one batch
+ * (architecture invariant 1). Records are kept in memory for publish-time decisions (delta
+ * merge, history granularity); queries stream from LevelDB snapshots; subscribers pull
+ * events by position from a ring of recent events or, behind it, from the log.
+ */
+import type { Queue, QueueStructure, PreparedEvent, QueueStats } from '../../core/queue/queue.js';
+import type { InboundMessage } from '../../core/queue/inbound.js';
+import type { BatchOp } from '../../core/storage/store.js';
+import type { ConsumerRequest } from '../../core/extensions.js';
+import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
+import { CoreTables, scnKey, queuePrefix, prefixEnd } from '../../core/storage/keyspace.js';
+import { encodeEvent, decodeEvent } from '../../core/engine/event-record.js';
+import { TidemarkError, Conditions } from '../../core/errors.js';
+import { jsonBody } from '../../codec/json-body.js';
+import { encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
+import { sowKey, sowKeyOf, histKey, parseHistKey, timeKey, TIME, HIST, SOW } from './tables.js';
+import { extractKey, type KeySpec } from './sow-key.js';
+import { logger } from '../../core/log.js';
+import { amqpMessage } from '../../codec/amqp.js';
+
+const log = logger('sow');
+
+export type SowOp = 'publish' | 'delta' | 'delete';
+
+/** One committed event, as subscribers see it. */
+export interface SowEvent {
+  scn: number;
+  ts: number;
+  op: SowOp;
+  key: string;
+  /** The record state after the event (publish/delta) or the last state (delete). */
+  bytes: Buffer;
+  /** Window end SCN (transactions). */
+  w?: number;
+  /** Decoded view, built once per event for all subscribers. */
+  view?: any;
+}
+
+interface SowRecord { scn: number; ts: number; bytes: Buffer; lastKeptTs?: number }
+
+export interface SowSettings {
+  key: KeySpec;
+  /** History window, ms; undefined = no history. */
+  historyWindow?: number;
+  /** History granularity, ms (0 keeps every version). */
+  historyGranularity: number;
+  /** Log retention, ms; undefined = forever. */
+  logRetention?: number;
+  /** Log max events; undefined = unlimited. */
+  logMaxCount?: number;
+}
+
+const RING_CAPACITY = 20000;
+
+export class SowStructure implements QueueStructure {
+  readonly kind = 'sow';
+  readonly queue: Queue;
+  readonly settings: SowSettings;
+  readonly records = new Map<string, SowRecord>();
+  /** Recent committed events, oldest first (SCNs increasing, gaps possible after failures). */
+  readonly ring: SowEvent[] = [];
+  /** Oldest SCN still in the log (0 = empty). */
+  oldestLogScn = 0;
+  /** Number of log events retained. */
+  logCount = 0;
+  historyVersions = 0;
+  #bytes = 0;
+  readonly #subscribers = new Set<{ wake(): void; close(): void }>();
+  /** Extension hook: opens the consumer for a request (set by the SOW extension). */
+  openConsumerImpl?: (s: SowStructure, req: ConsumerRequest, sink: DeliverySink) => Consumer;
+
+  constructor(queue: Queue, settings: SowSettings) {
+    this.queue = queue;
+    this.settings = settings;
+    queue.browseOnly = true;
+  }
+
+  get hasHistory(): boolean { return this.settings.historyWindow !== undefined; }
+  get bytes(): number { return this.#bytes; }
+
+  subscribe(s: { wake(): void; close(): void }): () => void {
+    this.#subscribers.add(s);
+    return () => this.#subscribers.delete(s);
+  }
+
+  #op(msg: InboundMessage): SowOp {
+    const m = msg.message;
+    const raw = m?.message_annotations?.['x-opt-tm-op'] ?? m?.application_properties?.['tm-op'];
+    if (raw === undefined || raw === null) return 'publish';
+    const op = String(raw?.value ?? raw);
+    if (op === 'publish' || op === 'delta' || op === 'delete') return op;
+    throw new TidemarkError(Conditions.invalidField, `unknown x-opt-tm-op ${JSON.stringify(op)} on queue ${this.queue.name} (known: publish, delta, delete)`);
+  }
+
+  prepare(msg: InboundMessage, scn: number, windowEnd: number | undefined): PreparedEvent {
+    const q = this.queue;
+    const op = this.#op(msg);
+    const m = msg.message ?? {};
+    const annKey = m.message_annotations?.['x-opt-tm-key'];
+    let key: string;
+    let json: unknown;
+    if (op === 'delete' && annKey !== undefined && annKey !== null) {
+      key = String(annKey);
+    } else {
+      const j = jsonBody(m);
+      if (!j.ok) throw new TidemarkError(Conditions.decodeError, `queue ${q.name}: ${j.reason}`);
+      json = j.value;
+      const k = extractKey(this.settings.key, json, m.application_properties);
+      if ('missing' in k) throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: message has no SOW key at ${k.missing} (sow.key=${this.settings.key.text})`);
+      key = k.key;
+    }
+    const ts = msg.receivedAt;
+    const prev = this.records.get(key);
+    let bytes: Buffer;
+    if (op === 'delete') {
+      bytes = prev?.bytes ?? msg.bytes;
+    } else if (op === 'delta' && prev) {
+      bytes = mergeDelta(prev.bytes, json as Record<string, unknown>, q.name);
+    } else {
+      bytes = msg.bytes;
+    }
+    const ops: BatchOp[] = [];
+    const meta = { ts, op, key, w: windowEnd };
+    ops.push({ type: 'put', key: scnKey(CoreTables.log, q.id, scn), value: encodeEvent(meta, bytes) });
+    ops.push({ type: 'put', key: timeKey(q.id, ts, scn), value: Buffer.alloc(0) });
+    let histAdded = 0;
+    let lastKeptTs = prev?.lastKeptTs;
+    if (this.hasHistory) {
+      // Granularity: the superseded version stays only if no copy of this key was kept in the last G.
+      if (prev && this.settings.historyGranularity > 0) {
+        const keep = lastKeptTs === undefined || prev.ts - lastKeptTs >= this.settings.historyGranularity;
+        if (keep) lastKeptTs = prev.ts; else { ops.push({ type: 'del', key: histKey(q.id, key, prev.scn) }); histAdded--; }
+      } else if (prev) {
+        lastKeptTs = prev.ts;
+      }
+      ops.push({ type: 'put', key: histKey(q.id, key, scn), value: encodeEvent({ ts, op: op === 'delete' ? 'delete' : 'publish' }, op === 'delete' ? Buffer.alloc(0) : bytes) });
+      histAdded++;
+    }
+    if (op === 'delete') {
+      if (prev) ops.push({ type: 'del', key: sowKey(q.id, key) });
+    } else {
+      ops.push({ type: 'put', key: sowKey(q.id, key), value: encodeEvent({ ts, op: 'publish', key, w: scn }, bytes) });
+    }
+    // In-memory state moves now, so the next prepare in this batch sees it.
+    if (op === 'delete') { if (prev) { this.records.delete(key); this.#bytes -= prev.bytes.length; } }
+    else { this.records.set(key, { scn, ts, bytes, lastKeptTs }); this.#bytes += bytes.length - (prev?.bytes.length ?? 0); }
+    const ev: SowEvent = { scn, ts, op, key, bytes, w: windowEnd };
+    return {
+      ops,
+      committed: () => {
+        this.historyVersions += histAdded;
+        this.logCount++;
+        if (this.oldestLogScn === 0) this.oldestLogScn = scn;
+        this.ring.push(ev);
+        if (this.ring.length > RING_CAPACITY) this.#trimRing(this.ring.length - RING_CAPACITY);
+        for (const s of this.#subscribers) s.wake();
+      },
+      failed: () => {
+        const cur = this.records.get(key);
+        if (cur) this.#bytes -= cur.bytes.length;
+        if (prev) { this.records.set(key, prev); this.#bytes += prev.bytes.length; } else this.records.delete(key);
+      },
+    };
+  }
+
+  /** Every committed event with SCN > ringFloor is in the ring. */
+  ringFloor = 0;
+
+  /** Ring index of the first event with SCN > `after`, or -1 when older events are only in the log. */
+  ringIndexAfter(after: number): number {
+    if (after < this.ringFloor) return -1;
+    const r = this.ring;
+    let lo = 0, hi = r.length;
+    while (lo < hi) { const mid = (lo + hi) >>> 1; if (r[mid].scn <= after) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+
+  #trimRing(count: number): void {
+    if (count <= 0) return;
+    this.ringFloor = Math.max(this.ringFloor, this.ring[count - 1].scn);
+    this.ring.splice(0, count);
+  }
+
+  async recover(): Promise<number> {
+    const q = this.queue;
+    const store = q.ctx.store;
+    // Current records.
+    const sp = queuePrefix(SOW, q.id);
+    let max = 0;
+    for (const [k, v] of await store.all({ gte: sp, lt: prefixEnd(sp) })) {
+      const { meta, message } = decodeEvent(v);
+      const scn = meta.w ?? 0;
+      this.records.set(sowKeyOf(k), { scn, ts: meta.ts, bytes: Buffer.from(message) });
+      this.#bytes += message.length;
+      max = Math.max(max, scn);
+    }
+    // Log bounds, and the last events into the ring.
+    const lp = queuePrefix(CoreTables.log, q.id);
+    const first = await store.all({ gte: lp, lt: prefixEnd(lp), limit: 1, keysOnly: true });
+    if (first.length) this.oldestLogScn = Number(first[0][0].readBigUInt64BE(5));
+    const last = await store.all({ gte: lp, lt: prefixEnd(lp), limit: RING_CAPACITY, reverse: true });
+    for (let i = last.length - 1; i >= 0; i--) {
+      const [k, v] = last[i];
+      const scn = Number(k.readBigUInt64BE(5));
+      const { meta, message } = decodeEvent(v);
+      this.ring.push({ scn, ts: meta.ts, op: (meta.op ?? 'publish') as SowOp, key: meta.key ?? '', bytes: Buffer.from(message), w: meta.w });
+      max = Math.max(max, scn);
+    }
+    if (last.length === RING_CAPACITY && this.ring.length) this.ringFloor = this.ring[0].scn - 1;
+    this.logCount = await countRange(store, lp);
+    if (this.hasHistory) {
+      const hp = queuePrefix(HIST, q.id);
+      this.historyVersions = await countRange(store, hp);
+      // lastKeptTs per key: the newest superseded version kept.
+      let prevKey = '', prevTs: number | undefined, lastKept: number | undefined;
+      for (const [k, v] of await store.all({ gte: hp, lt: prefixEnd(hp) })) {
+        const { key } = parseHistKey(k);
+        const { meta } = decodeEvent(v);
+        if (key !== prevKey) {
+          if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
+          prevKey = key; lastKept = undefined; prevTs = undefined;
+        } else {
+          lastKept = prevTs;
+        }
+        prevTs = meta.ts;
+      }
+      if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
+    }
+    const head = await store.get(queuePrefix(CoreTables.head, q.id));
+    if (head) max = Math.max(max, Number(head.readBigUInt64BE(0)) - 1);
+    return max;
+  }
+
+  openConsumer(req: ConsumerRequest, sink: DeliverySink): Consumer {
+    if (!this.openConsumerImpl) throw new TidemarkError(Conditions.internal, 'SOW consumer not configured');
+    return this.openConsumerImpl(this, req, sink);
+  }
+
+  /** Deletes every record (and logs a delete event for each, so subscribers learn of it). */
+  async purge(): Promise<number> {
+    const keys = [...this.records.keys()];
+    return this.deleteKeys(keys);
+  }
+
+  /** Deletes records by key as `delete` events, atomically; resolves with how many. */
+  deleteKeys(keys: string[]): Promise<number> {
+    if (keys.length === 0) return Promise.resolve(0);
+    const msgs: InboundMessage[] = keys.map((key) => {
+      const bytes = encodeMessage({ message_annotations: { 'x-opt-tm-op': 'delete', 'x-opt-tm-key': key }, body: null });
+      return { bytes, message: decodeMessage(bytes), receivedAt: this.queue.ctx.clock.now(), attrs: {} };
+    });
+    return new Promise((resolve, reject) => {
+      const w = this.queue.prepareWindow(msgs);
+      this.queue.ctx.committer.add(w.ops, (err) => {
+        if (err) { w.failed(); reject(err); return; }
+        w.committed();
+        resolve(keys.length);
+      });
+    });
+  }
+
+  stats(): QueueStats {
+    return {
+      depth: this.records.size, bytes: this.#bytes, oldestScn: this.oldestLogScn, consumers: this.#subscribers.size,
+      sowRecords: this.records.size, historyVersions: this.historyVersions, logEvents: this.logCount,
+    };
+  }
+
+  close(): void { for (const s of [...this.#subscribers]) s.close(); }
+
+  /** Background retention: trims the log (log.retention, log.max_count) and history (window). */
+  async trim(now: number): Promise<void> {
+    const q = this.queue;
+    const store = q.ctx.store;
+    const s = this.settings;
+    if (s.logMaxCount !== undefined || s.logRetention !== undefined) {
+      let cutoff = 0; // delete log events with scn < cutoff
+      if (s.logMaxCount !== undefined && this.logCount > s.logMaxCount) {
+        const lp = queuePrefix(CoreTables.log, q.id);
+        const rows = await store.all({ gte: lp, lt: prefixEnd(lp), reverse: true, limit: s.logMaxCount, keysOnly: true });
+        if (rows.length) cutoff = Math.max(cutoff, Number(rows[rows.length - 1][0].readBigUInt64BE(5)));
+      }
+      if (s.logRetention !== undefined) {
+        const tp = queuePrefix(TIME, q.id);
+        const old = await store.all({ gte: tp, lt: timeKey(q.id, now - s.logRetention, 0), reverse: true, limit: 1, keysOnly: true });
+        if (old.length) cutoff = Math.max(cutoff, Number(old[0][0].readBigUInt64BE(13)) + 1);
+      }
+      if (cutoff > this.oldestLogScn) {
+        const lp = queuePrefix(CoreTables.log, q.id);
+        const dels = await store.all({ gte: lp, lt: scnKey(CoreTables.log, q.id, cutoff), keysOnly: true });
+        const ops: BatchOp[] = dels.map(([k]) => ({ type: 'del', key: k }));
+        // time rows of the trimmed events
+        const tp = queuePrefix(TIME, q.id);
+        for (const [k] of await store.all({ gte: tp, lt: prefixEnd(tp), keysOnly: true })) {
+          if (Number(k.readBigUInt64BE(13)) < cutoff) ops.push({ type: 'del', key: k }); else break;
+        }
+        if (ops.length) {
+          await new Promise<void>((res) => q.ctx.committer.add(ops, () => res()));
+          this.logCount -= dels.length;
+          this.oldestLogScn = cutoff;
+          const i = this.ring.findIndex((e) => e.scn >= cutoff);
+          this.#trimRing(i === -1 ? this.ring.length : i);
+          this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
+        }
+      }
+    }
+    if (this.hasHistory) {
+      const horizon = now - s.historyWindow!;
+      const hp = queuePrefix(HIST, q.id);
+      const ops: BatchOp[] = [];
+      let group: Array<{ k: Buffer; ts: number; op: string }> = [];
+      let groupKey = '';
+      const flush = () => {
+        // A version stops being current when the next one starts; purge once that is older than the window.
+        for (let i = 0; i < group.length - 1; i++) if (group[i + 1].ts < horizon) ops.push({ type: 'del', key: group[i].k });
+        const last = group[group.length - 1];
+        if (last && last.op === 'delete' && last.ts < horizon) ops.push({ type: 'del', key: last.k });
+      };
+      for (const [k, v] of await store.all({ gte: hp, lt: prefixEnd(hp) })) {
+        const { key } = parseHistKey(k);
+        if (key !== groupKey) { flush(); group = []; groupKey = key; }
+        group.push({ k, ts: decodeEvent(v).meta.ts, op: decodeEvent(v).meta.op ?? 'publish' });
+      }
+      flush();
+      if (ops.length) {
+        await new Promise<void>((res) => q.ctx.committer.add(ops, () => res()));
+        this.historyVersions -= ops.length;
+      }
+    }
+  }
+}
+
+async function countRange(store: Queue['ctx']['store'], prefix: Buffer): Promise<number> {
+  const c = store.cursor({ gte: prefix, lt: prefixEnd(prefix), keysOnly: true });
+  let n = 0;
+  try { for (;;) { const rows = await c.next(1000); if (!rows.length) break; n += rows.length; } } finally { await c.close(); }
+  return n;
+}
+
+/**
+ * Delta merge (semantics.md 2): top-level fields of the delta replace the record's; nested
+ * objects and arrays are replaced whole. The result keeps the body form of the record it
+ * merged into (amqp-value string, amqp-value map, or application/json data).
+ */
+export function mergeDelta(prevBytes: Buffer, delta: Record<string, unknown>, queueName: string): Buffer {
+  const prev = decodeMessage(prevBytes);
+  const j = jsonBody(prev);
+  if (!j.ok || typeof j.value !== 'object' || j.value === null || Array.isArray(j.value)) {
+    throw new TidemarkError(Conditions.decodeError, `queue ${queueName}: existing record is not a JSON object; delta cannot merge`);
+  }
+  if (typeof delta !== 'object' || delta === null || Array.isArray(delta)) throw new TidemarkError(Conditions.decodeError, `queue ${queueName}: delta body must be a JSON object`);
+  const merged = { ...(j.value as Record<string, unknown>), ...delta };
+  const out: Record<string, unknown> = {};
+  for (const k of ['message_id', 'subject', 'content_type', 'content_encoding', 'application_properties', 'durable', 'priority', 'user_id', 'to', 'reply_to', 'correlation_id', 'creation_time', 'group_id']) {
+    if (prev[k] !== undefined) out[k] = prev[k];
+  }
+  const body = prev.body;
+  if (typeof body === 'string') out.body = JSON.stringify(merged);
+  else if (body && typeof body === 'object' && body.typecode === 0x75) out.body = amqpMessage.data_section(Buffer.from(JSON.stringify(merged)));
+  else out.body = merged;
+  return encodeMessage(out);
+}
+
+
+void log;
