@@ -1,0 +1,47 @@
+import { expect } from 'chai';
+import { useBroker } from '../support/broker.js';
+import { runProton, protonAvailable } from '../support/proton.js';
+import { send, receive } from '../support/client.js';
+
+// Acceptance F: Python Qpid Proton clients against Tidemark, unchanged (interop).
+describe('interop: Python Qpid Proton', function () {
+  this.timeout(60000);
+  const b = useBroker();
+  before(function () { if (!protonAvailable()) throw new Error('python3-qpid-proton is missing: apt-get install -y python3-qpid-proton'); });
+  const addr = (q: string) => `${b.get().url}/${q}`;
+
+  it('simple_send.py then simple_recv.py move 20 messages through a queue', async function () {
+    const s = await runProton('simple_send.py', ['-a', addr('px.simple'), '-m', '20']);
+    expect(s.code, s.stderr).to.equal(0);
+    const r = await runProton('simple_recv.py', ['-a', addr('px.simple'), '-m', '20']);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout.trim().split('\n').filter((l) => l.includes('sequence'))).to.have.length(20);
+    expect(await receive(b.get().url, 'px.simple', { idleMs: 300 })).to.have.length(0);
+  });
+
+  it('queue_browser.py browses without consuming', async function () {
+    await send(b.get().url, 'px.browse', [{ body: 'one' }, { body: 'two' }]);
+    const r = await runProton('queue_browser.py', ['-a', addr('px.browse')]);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout).to.contain('one');
+    expect(r.stdout).to.contain('two');
+    expect(await receive(b.get().url, 'px.browse', { count: 2 })).to.have.length(2);
+  });
+
+  it('helloworld.py sends and receives on one connection (sender and receiver share a link name)', async function () {
+    const r = await runProton('helloworld.py', ['-a', addr('px.hello')]);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout).to.contain('Hello World!');
+  });
+
+  it('selected_recv.py with colour_send.py gets only the green messages (JMS selector)', async function () {
+    const s = await runProton('colour_send.py', ['-a', addr('px.colours'), '-m', '10']);
+    expect(s.code, s.stderr).to.equal(0);
+    const r = await runProton('selected_recv.py', ['-a', addr('px.colours'), '-m', '5']);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout.trim().split('\n').filter((l) => l.length > 0).length).to.be.at.least(5);
+    const rest = await receive(b.get().url, 'px.colours', { idleMs: 300 });
+    expect(rest.every((m) => m.message.application_properties.colour === 'red')).to.equal(true);
+    expect(rest).to.have.length(5);
+  });
+});
