@@ -301,7 +301,8 @@ export class ListConsumer implements Consumer {
   matches(e: Entry): boolean {
     const preds = this.req.predicates;
     if (preds.length === 0) return true;
-    const env = new MessageEnv((e.view ??= decodeMessage(e.bytes)));
+    // One env per entry: its JSON view is parsed once, whatever the number of consumers.
+    const env = (e.env ??= new MessageEnv((e.view ??= decodeMessage(e.bytes))));
     for (const p of preds) if (!p(env)) return false;
     return true;
   }
