@@ -1,0 +1,311 @@
+/**
+ * drain as a child process: flags against a real broker, and the Tidemark source filters,
+ * markers, OOF and checkpoints against a scripted rhea peer that records the attach (the
+ * wire contract of wire.md 4, independent of how far the broker's SOW features are).
+ */
+import { expect } from 'chai';
+import { mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { useBroker } from '../support/broker.js';
+import { runTool, startTool, lines, jsonLines } from '../support/tools.js';
+import { r, send, sleep } from '../support/client.js';
+
+const T = { timeoutMs: 20000 };
+
+/** A scripted AMQP peer: records each receiver attach, sends `messages`, answers drains, optionally detaches. */
+interface FakePeer { url: string; attaches: any[]; linkNames: string[]; containerIds: string[]; close(): Promise<void> }
+function fakePeer(script: { messages?: any[]; closeAfter?: boolean; error?: { condition: string; description: string } } = {}): Promise<FakePeer> {
+  const container = r.create_container({ id: 'fake-peer' });
+  const attaches: any[] = [];
+  const linkNames: string[] = [];
+  const containerIds: string[] = [];
+  container.on('sender_open', (ctx: any) => {
+    const s = ctx.sender;
+    attaches.push(s.remote.attach.source);
+    linkNames.push(s.name);
+    containerIds.push(ctx.connection.remote.open.container_id);
+    s.set_source(s.remote.attach.source);
+    if (script.error) { s.close({ condition: script.error.condition, description: script.error.description }); return; }
+    const queue = [...(script.messages ?? [])];
+    let sent = 0;
+    let settled = 0;
+    // rhea counts credit down only when it writes a transfer: send one message per turn
+    let scheduled = false;
+    const pump = () => {
+      if (scheduled) return;
+      if (queue.length && s.sendable()) {
+        s.send(queue.shift());
+        sent++;
+        scheduled = true;
+        setTimeout(() => { scheduled = false; pump(); }, 1);
+        return;
+      }
+      if (!queue.length && s.is_open()) {
+        if (s._draining) s.set_drained(true);
+        if (script.closeAfter && settled === sent) s.close();
+      }
+    };
+    s.on('accepted', () => { settled++; pump(); });
+    s.on('sendable', pump);
+    s.on('sender_draining', pump);
+    pump();
+  });
+  container.on('error', () => { /* ignore */ });
+  container.on('disconnected', () => { /* ignore */ });
+  return new Promise((resolve) => {
+    const listener = container.listen({ port: 0, host: '127.0.0.1' });
+    listener.on('listening', () => resolve({
+      url: `amqp://127.0.0.1:${listener.address().port}`, attaches, linkNames, containerIds,
+      close: () => new Promise<void>((res) => listener.close(() => res())),
+    }));
+  });
+}
+
+const descriptorOf = (v: any) => String(v?.descriptor?.value ?? v?.descriptor);
+/** A filter value as plain data: rhea leaves unknown described values as typed objects (maps as [k, v, …] lists). */
+function plain(v: any): any {
+  if (v && typeof v === 'object' && v.type && typeof v.type === 'object' && 'value' in v) {
+    const inner = v.value;
+    if (Array.isArray(inner) && /^Map/.test(String(v.type.name))) {
+      const out: Record<string, unknown> = {};
+      for (let i = 0; i + 1 < inner.length; i += 2) out[String(plain(inner[i]))] = plain(inner[i + 1]);
+      return out;
+    }
+    if (Buffer.isBuffer(inner) && inner.length === 8 && /long/i.test(String(v.type.name))) return inner.readBigInt64BE(0).toString();
+    return plain(inner);
+  }
+  if (Array.isArray(v)) return v.map(plain);
+  return v;
+}
+const valueOf = (v: any) => plain(v?.value);
+/** A map-valued filter: rhea gives the decoded map as a flat [k, v, …] list. */
+function mapOf(v: any): Record<string, any> {
+  const list = plain(v?.value);
+  if (!Array.isArray(list)) return list;
+  const out: Record<string, any> = {};
+  for (let i = 0; i + 1 < list.length; i += 2) out[String(list[i])] = list[i + 1];
+  return out;
+}
+function filterByDescriptor(source: any, descriptor: string): any {
+  for (const v of Object.values(source.filter ?? {})) if (descriptorOf(v) === descriptor) return v;
+  return undefined;
+}
+
+describe('tools: drain against a broker', function () {
+  this.timeout(30000);
+  const b = useBroker();
+  const drain = (...args: string[]) => runTool('drain', ['-b', b.get().url, ...args], T);
+  const fill = (q: string, n: number, extra: Record<string, unknown> = {}) =>
+    send(b.get().url, q, Array.from({ length: n }, (_, i) => ({ body: `m${i}`, application_properties: { i }, ...extra })));
+
+  it('--help exits 0 and lists the flags', async function () {
+    const res = await runTool('drain', ['--help'], T);
+    expect(res.code).to.equal(0);
+    for (const f of ['--count', '--timeout', '--forever', '--print-headers', '--print-content', '--print', '--sow', '--sow-and-subscribe', '--subscribe', '--filter', '--selector', '--bookmark', '--at', '--top-n', '--skip-n', '--order-by', '--oof', '--conflation', '--browse', '--checkpoint', '--durable-name']) {
+      expect(res.stdout).to.include(f);
+    }
+  });
+
+  it('reads what is there and exits (-t 0), consuming it', async function () {
+    await fill('dr.all', 5);
+    const t0 = Date.now();
+    const res = await drain('dr.all');
+    expect(res.code, res.stderr).to.equal(0);
+    expect(lines(res.stdout)).to.deep.equal(['m0', 'm1', 'm2', 'm3', 'm4']);
+    expect(Date.now() - t0).to.be.lessThan(4000); // the drain answered: no waiting for the fallback
+    expect((await drain('dr.all')).stdout).to.equal('');
+  });
+
+  it('an empty queue exits at once with nothing printed', async function () {
+    const t0 = Date.now();
+    const res = await drain('dr.empty');
+    expect(res.code).to.equal(0);
+    expect(res.stdout).to.equal('');
+    expect(Date.now() - t0).to.be.lessThan(4000);
+  });
+
+  it('-c N stops after N and leaves the rest', async function () {
+    await fill('dr.count', 5);
+    const res = await drain('-c', '2', 'dr.count');
+    expect(lines(res.stdout)).to.deep.equal(['m0', 'm1']);
+    expect(lines((await drain('dr.count')).stdout)).to.deep.equal(['m2', 'm3', 'm4']);
+  });
+
+  it('-t S waits up to S seconds for the next message', async function () {
+    const d = startTool('drain', ['-b', b.get().url, '-t', '3', 'dr.wait'], T);
+    await sleep(600);
+    await fill('dr.wait', 2);
+    const res = await d.done;
+    expect(res.code, res.stderr).to.equal(0);
+    expect(lines(res.stdout)).to.deep.equal(['m0', 'm1']);
+  });
+
+  it('-f keeps receiving until interrupted; -f -c N stops after N', async function () {
+    const d = startTool('drain', ['-b', b.get().url, '-f', 'dr.forever'], T);
+    await fill('dr.forever', 1);
+    await d.waitFor('m0');
+    await sleep(300);
+    await fill('dr.forever', 2);
+    await d.waitFor(/m0\nm0\nm1\n/);
+    d.kill('SIGINT');
+    const res = await d.done;
+    expect(res.code).to.equal(0);
+    const counted = startTool('drain', ['-b', b.get().url, '-f', '-c', '2', 'dr.forever2'], T);
+    await fill('dr.forever2', 3);
+    const res2 = await counted.done;
+    expect(res2.code).to.equal(0);
+    expect(lines(res2.stdout)).to.deep.equal(['m0', 'm1']);
+  });
+
+  it('--browse leaves the messages; --print-headers and -p json show the fields', async function () {
+    await send(b.get().url, 'dr.browse', [{ body: { a: 1 }, subject: 's', message_id: 'id1', application_properties: { p: 'v' }, message_annotations: { 'x-opt-x': 1 } }]);
+    const h = await drain('--browse', '--print-headers', 'dr.browse');
+    expect(h.code).to.equal(0);
+    expect(h.stdout).to.include('Subject: s');
+    expect(h.stdout).to.include('Message-Id: id1');
+    expect(h.stdout).to.include('Properties: {"p":"v"}');
+    expect(h.stdout).to.include('"x-opt-x":1');
+    expect(lines(h.stdout).pop()).to.equal('{"a":1}');
+    const j = await drain('--browse', '-p', 'json', 'dr.browse');
+    const [m] = jsonLines(j.stdout);
+    expect(m.body).to.deep.equal({ a: 1 });
+    expect(m.properties).to.include({ subject: 's', message_id: 'id1' });
+    expect(m.application_properties).to.deep.equal({ p: 'v' });
+    expect(m.annotations).to.have.property('x-opt-x', 1);
+    const quiet = await drain('--no-print-content', 'dr.browse');
+    expect(quiet.stdout).to.equal('');
+    expect(await drain('dr.browse')).to.have.property('code', 0);
+  });
+
+  it('--selector selects by property; a bad address exits 1 with the parser message', async function () {
+    await fill('dr.sel', 4);
+    const res = await drain('--selector', 'i >= 2', 'dr.sel');
+    expect(res.code, res.stderr).to.equal(0);
+    expect(lines(res.stdout)).to.deep.equal(['m2', 'm3']);
+    const bad = await drain('dr.sel; {mode: fetch}');
+    expect(bad.code).to.equal(1);
+    expect(bad.stderr).to.match(/^Error: .*mode/);
+  });
+
+  it('a link the broker refuses prints Error: <condition>: <description> and exits 1', async function () {
+    await fill('dr.plain', 1);
+    const res = await drain('--sow', 'dr.plain');
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.match(/^Error: amqp:[a-z-]+: .+/m);
+  });
+});
+
+describe('tools: drain on the wire (scripted peer)', function () {
+  this.timeout(30000);
+  const tmp = mkdtempSync(path.join(tmpdir(), 'tidemark-drain-'));
+
+  it('sends every Tidemark filter with its symbolic descriptor', async function () {
+    const peer = await fakePeer();
+    try {
+      const res = await runTool('drain', ['-b', peer.url, '--sow-and-subscribe', '--filter', '/price > 10', '--selector', "colour = 'red'", '--at', '20240101T000000Z',
+        '--top-n', '5', '--skip-n', '2', '--order-by', '/price DESC', '--oof', '--conflation', '500ms', '--browse', 'prices'], T);
+      expect(res.code, res.stderr).to.equal(0);
+      const src = peer.attaches[0];
+      expect(src.address).to.equal('prices');
+      expect(src.distribution_mode).to.equal('copy');
+      const cmd = filterByDescriptor(src, 'tidemark:command:symbol');
+      expect(cmd, JSON.stringify(src.filter)).to.exist;
+      expect(String(valueOf(cmd))).to.equal('sow_and_subscribe');
+      expect(valueOf(filterByDescriptor(src, 'tidemark:content-filter:string'))).to.equal('/price > 10');
+      expect(valueOf(filterByDescriptor(src, 'apache.org:selector-filter:string'))).to.equal("colour = 'red'");
+      expect(valueOf(filterByDescriptor(src, 'tidemark:bookmark:string'))).to.equal('20240101T000000Z');
+      const opts = mapOf(filterByDescriptor(src, 'tidemark:options:map'));
+      expect(opts).to.deep.include({ top_n: 5, skip_n: 2, order_by: '/price DESC', oof: true, conflation: '500ms' });
+    } finally { await peer.close(); }
+  });
+
+  it('--sow and --subscribe send their commands; --durable-name makes a durable link with a stable container id', async function () {
+    const peer = await fakePeer();
+    try {
+      expect((await runTool('drain', ['-b', peer.url, '--sow', 'q'], T)).code).to.equal(0);
+      expect((await runTool('drain', ['-b', peer.url, '--subscribe', '--bookmark', '0', 'q'], T)).code).to.equal(0);
+      expect((await runTool('drain', ['-b', peer.url, '--durable-name', 'sub1', 'q'], T)).code).to.equal(0);
+      expect((await runTool('drain', ['-b', peer.url, '--durable-name', 'sub1', 'q'], T)).code).to.equal(0);
+      expect(String(valueOf(filterByDescriptor(peer.attaches[0], 'tidemark:command:symbol')))).to.equal('sow');
+      expect(String(valueOf(filterByDescriptor(peer.attaches[1], 'tidemark:command:symbol')))).to.equal('subscribe');
+      expect(valueOf(filterByDescriptor(peer.attaches[1], 'tidemark:bookmark:string'))).to.equal('0');
+      expect(peer.linkNames[2]).to.equal('sub1');
+      expect(peer.attaches[2].durable).to.equal(2);
+      expect(peer.attaches[2].expiry_policy).to.equal('never');
+      expect(peer.containerIds[2]).to.equal(peer.containerIds[3]);
+      expect(peer.containerIds[0]).to.not.equal(peer.containerIds[1]);
+    } finally { await peer.close(); }
+  });
+
+  it('prints group markers and OOF distinctly; a sow link closed without error exits 0', async function () {
+    const sym = (s: string) => r.types.wrap_symbol(s);
+    const peer = await fakePeer({
+      closeAfter: true,
+      messages: [
+        { body: null, message_annotations: { 'x-opt-tm-cmd': sym('group_begin') } },
+        { body: '{"id":1}', message_annotations: { 'x-opt-tm-cmd': sym('sow'), 'x-opt-tm-key': '1' } },
+        { body: '{"id":2}', message_annotations: { 'x-opt-tm-cmd': sym('sow'), 'x-opt-tm-key': '2' } },
+        { body: null, message_annotations: { 'x-opt-tm-cmd': sym('group_end'), 'x-opt-tm-scn': 7 } },
+        { body: '{"id":1}', message_annotations: { 'x-opt-tm-cmd': sym('oof'), 'x-opt-tm-oof-reason': sym('match'), 'x-opt-tm-key': '1' } },
+        { body: null, message_annotations: { 'x-opt-tm-cmd': sym('completed') } },
+      ],
+    });
+    try {
+      const res = await runTool('drain', ['-b', peer.url, '-f', '--sow-and-subscribe', 'prices'], T);
+      expect(res.code, res.stderr).to.equal(0);
+      expect(lines(res.stdout)).to.deep.equal(['-- group_begin --', '{"id":1}', '{"id":2}', '-- group_end --', 'OOF(match) key=1', '-- completed --']);
+      // -c counts data messages, not markers
+      const counted = await runTool('drain', ['-b', peer.url, '-c', '2', '--sow', 'prices'], T);
+      expect(lines(counted.stdout)).to.deep.equal(['-- group_begin --', '{"id":1}', '{"id":2}']);
+    } finally { await peer.close(); }
+  });
+
+  it('--checkpoint sends a flexible checkpoint for a missing file and writes each x-opt-tm-checkpoint back atomically', async function () {
+    const cp = (scn: number) => ({ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: scn, prevScn: scn - 1, windowOffset: -1, tsNsecs: r.types.wrap_ulong(Buffer.from('17f0000000000001', 'hex')) });
+    const peer = await fakePeer({
+      messages: [1, 2, 3].map((n) => ({ body: `e${n}`, message_annotations: { 'x-opt-tm-checkpoint': cp(n) } })),
+    });
+    const file = path.join(tmp, 'cp.json');
+    writeFileSync(path.join(tmp, 'unrelated'), '');
+    try {
+      const res = await runTool('drain', ['-b', peer.url, '--checkpoint', file, 'events'], T);
+      expect(res.code, res.stderr).to.equal(0);
+      expect(lines(res.stdout)).to.deep.equal(['e1', 'e2', 'e3']);
+      const first = mapOf(filterByDescriptor(peer.attaches[0], 'tidemark:checkpoint:map'));
+      expect(first).to.deep.equal({ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: -1, prevScn: -1, windowOffset: -1 });
+      expect(existsSync(file)).to.equal(true);
+      const saved = JSON.parse(readFileSync(file, 'utf8'));
+      expect(saved.events).to.deep.include({ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 3, prevScn: 2, windowOffset: -1 });
+      expect(saved.events.tsNsecs).to.equal(BigInt('0x17f0000000000001').toString());
+      expect(readdirSync(tmp).filter((f) => f.includes('.tmp-'))).to.deep.equal([]);
+      // re-run: resumes from the file
+      const again = await runTool('drain', ['-b', peer.url, '--checkpoint', file, 'events'], T);
+      expect(again.code, again.stderr).to.equal(0);
+      const resumed = mapOf(filterByDescriptor(peer.attaches[1], 'tidemark:checkpoint:map'));
+      expect(resumed).to.deep.include({ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 3, prevScn: 2 });
+      expect(String(resumed.tsNsecs ?? '')).to.not.equal('');
+      // another queue's checkpoint in the same file is kept apart
+      expect((await runTool('drain', ['-b', peer.url, '--checkpoint', file, 'other'], T)).code).to.equal(0);
+      const both = JSON.parse(readFileSync(file, 'utf8'));
+      expect(Object.keys(both).sort()).to.deep.equal(['events', 'other']);
+    } finally { await peer.close(); }
+  });
+
+  it('a detach with an error prints Error: <condition>: <description> and exits 1', async function () {
+    const peer = await fakePeer({ error: { condition: 'tidemark:scn-not-found', description: 'position 5 fell off the log' } });
+    try {
+      const res = await runTool('drain', ['-b', peer.url, '--checkpoint', path.join(tmp, 'x.json'), 'q'], T);
+      expect(res.code).to.equal(1);
+      expect(res.stderr).to.equal('Error: tidemark:scn-not-found: position 5 fell off the log\n');
+    } finally { await peer.close(); }
+  });
+
+  it('an unreadable checkpoint file is an error', async function () {
+    const file = path.join(tmp, 'broken.json');
+    writeFileSync(file, '{not json');
+    const res = await runTool('drain', ['-b', 'amqp://127.0.0.1:1', '--checkpoint', file, 'q'], T);
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.match(/^Error: --checkpoint: cannot read/);
+  });
+});

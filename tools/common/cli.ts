@@ -1,0 +1,121 @@
+/**
+ * Shared command line plumbing for spout, drain and tidemark-config: the common options,
+ * `key=value` parsing, and a `main` wrapper that turns every failure into `Error: …` on
+ * stderr with exit code 1 and always ends the process.
+ */
+import rhea from 'rhea';
+
+const r: any = rhea;
+
+/** A failure to report as `Error: <message>` (no stack trace). */
+export class ToolError extends Error {}
+
+export const commonOptions = {
+  broker: {
+    alias: 'b',
+    type: 'string',
+    default: 'amqp://127.0.0.1:5672',
+    describe: 'broker URL: amqp[s]://[user:pass@]host[:port] or user/pass@host:port',
+    requiresArg: true,
+  },
+  'connection-options': {
+    type: 'string',
+    describe: "Qpid map: {username, password, sasl_mechanisms, container_id, idle_timeout}",
+    requiresArg: true,
+  },
+} as const;
+
+let exiting = false;
+
+/** Writes everything pending on stdout/stderr, then exits with `code` (first call wins). */
+export function exit(code: number): void {
+  if (exiting) return;
+  exiting = true;
+  let pending = 2;
+  const done = () => { if (--pending === 0) process.exit(code); };
+  process.stdout.write('', done);
+  process.stderr.write('', done);
+  setTimeout(() => process.exit(code), 1000).unref(); // whatever happens, the process ends
+}
+
+export function errorMessage(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
+
+/** Reports a failure as `Error: …` and exits 1. */
+export function fatal(e: unknown): void {
+  if (exiting) return;
+  process.stderr.write(`Error: ${errorMessage(e)}\n`);
+  exit(1);
+}
+
+/** Runs a tool body: resolves → exit 0 (or the number returned), throws → `Error: …`, exit 1. */
+export function main(body: () => Promise<number | void>): void {
+  process.on('uncaughtException', fatal);
+  process.on('unhandledRejection', fatal);
+  body().then((code) => exit(code ?? 0), fatal);
+}
+
+/** `k=v` → [k, v]; a missing `=` is an error naming the option. */
+export function splitKeyValue(option: string, text: string): [string, string] {
+  const i = text.indexOf('=');
+  if (i <= 0) throw new ToolError(`${option} expects key=value, got '${text}'`);
+  return [text.slice(0, i), text.slice(i + 1)];
+}
+
+const INT_RE = /^[+-]?\d+$/;
+
+/** Whether a command line value looks like an integer (`10`, `-3`) and fits a long. */
+export function isIntegerText(v: string): boolean {
+  if (!INT_RE.test(v)) return false;
+  const n = BigInt(v);
+  return n >= -(2n ** 63n) && n < 2n ** 63n;
+}
+
+/**
+ * A command line value as qpid tools send it: an integer-looking value becomes an AMQP long,
+ * anything else stays a string.
+ */
+export function typedValue(v: string): unknown {
+  if (!isIntegerText(v)) return v;
+  const n = BigInt(v);
+  if (n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER)) return r.types.wrap_long(Number(n));
+  const buf = Buffer.alloc(8);
+  buf.writeBigInt64BE(n);
+  return r.types.wrap_long(buf);
+}
+
+/** The plain JS value of a typedValue (for printing): a number or the string. */
+export function plainValue(v: string): string | number {
+  if (isIntegerText(v)) {
+    const n = Number(v);
+    if (Number.isSafeInteger(n)) return n;
+  }
+  return v;
+}
+
+/** Parses repeated `k=v` options into a map with typed values. */
+export function keyValues(option: string, list: unknown, typed = true): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const items = list === undefined ? [] : Array.isArray(list) ? list : [list];
+  for (const item of items) {
+    const [k, v] = splitKeyValue(option, String(item));
+    out[k] = typed ? typedValue(v) : v;
+  }
+  return out;
+}
+
+/** Seconds option → milliseconds, refusing negatives and non-numbers. */
+export function secondsOption(name: string, v: unknown): number {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new ToolError(`--${name} expects a number of seconds >= 0, got '${v}'`);
+  return n * 1000;
+}
+
+/** Integer option ≥ min. */
+export function intOption(name: string, v: unknown, min = 0): number {
+  const n = typeof v === 'number' ? v : Number(v);
+  if (!Number.isInteger(n) || n < min) throw new ToolError(`--${name} expects an integer >= ${min}, got '${v}'`);
+  return n;
+}

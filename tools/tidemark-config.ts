@@ -1,0 +1,146 @@
+/**
+ * tidemark-config: qpid-config's verbs for Tidemark queues, over AMQP to `$management`
+ * (wire.md 7): queues, add queue, del queue, purge queue, sow-delete; and hash-password for
+ * the users section of the broker configuration.
+ */
+import yargs, { type Argv } from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { parseDuration } from '../lib/address/index.js';
+import { hashPassword } from '../lib/core/auth.js';
+import { main, commonOptions, ToolError, keyValues, intOption, errorMessage } from './common/cli.js';
+import { connect, r } from './common/connection.js';
+import { ManagementClient } from './common/management.js';
+import { table, toPlain } from './common/format.js';
+
+interface Common { broker: string; 'connection-options'?: string }
+
+async function withManagement<T>(argv: Common, fn: (m: ManagementClient) => Promise<T>): Promise<T> {
+  const conn = await connect({ broker: argv.broker, connectionOptions: argv['connection-options'] });
+  try {
+    const m = await ManagementClient.open(conn);
+    return await fn(m);
+  } finally {
+    await conn.close();
+  }
+}
+
+function checkType(type: unknown): void {
+  if (type !== 'queue') throw new ToolError(`unknown object type '${type}': tidemark-config manages queues only`);
+}
+
+function durationArg(name: string, v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  try { parseDuration(v); } catch (e) { throw new ToolError(`--${name}: ${errorMessage(e)}`); }
+  return v;
+}
+
+function scnRange(q: any): string {
+  const head = toPlain(q.scn_head);
+  const oldest = toPlain(q.scn_oldest);
+  if ((head === null || head === 0) && (oldest === null || oldest === 0)) return '-';
+  return `${oldest ?? '-'}..${head ?? '-'}`;
+}
+
+function argsText(a: unknown): string {
+  const p = toPlain(a) as Record<string, unknown> | null;
+  if (!p || typeof p !== 'object') return '';
+  return Object.entries(p).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
+}
+
+async function run(): Promise<number> {
+  const result = 0;
+  await yargs(hideBin(process.argv))
+    .scriptName('tidemark-config')
+    .usage('$0 <command> [options]\n\nManages Tidemark queues over AMQP ($management).')
+    .options(commonOptions)
+    .command('queues [filter]', 'list queues with their arguments and statistics', (y: Argv) => y
+      .positional('filter', { type: 'string', describe: 'only queues whose name contains this text' })
+      .option('json', { type: 'boolean', default: false, describe: 'machine output: a JSON list of queue maps' }),
+    async (argv: any) => {
+      const list = await withManagement(argv, async (m) => (await m.call('QUERY', undefined, {})).body);
+      const queues = (Array.isArray(list) ? list : []).filter((q: any) => argv.filter === undefined || String(q.name).includes(argv.filter));
+      if (argv.json) {
+        process.stdout.write(JSON.stringify(queues.map(toPlain)) + '\n');
+        return;
+      }
+      const rows = queues.map((q: any) => [
+        String(q.name), q.durable ? 'Y' : 'N', String(toPlain(q.depth) ?? 0), String(toPlain(q.bytes) ?? 0), scnRange(q),
+        String(toPlain(q.sow_records) ?? 0), String(toPlain(q.consumers) ?? 0), argsText(q.arguments),
+      ]);
+      process.stdout.write(table(['queue', 'dur', 'depth', 'bytes', 'scn', 'sow', 'cons', 'arguments'], rows) + '\n');
+    })
+    .command('add <type> <name>', 'declare a queue', (y: Argv) => y
+      .positional('type', { type: 'string', describe: 'queue' })
+      .positional('name', { type: 'string', describe: 'queue name' })
+      .options({
+        durable: { type: 'boolean', default: false, describe: 'the queue survives a restart' },
+        'max-queue-size': { type: 'number', describe: 'qpid.max_size (bytes)', requiresArg: true },
+        'max-queue-count': { type: 'number', describe: 'qpid.max_count (messages)', requiresArg: true },
+        'limit-policy': { choices: ['reject', 'ring'], describe: 'qpid.policy_type', requiresArg: true },
+        'lvq-key': { type: 'string', describe: 'qpid.last_value_queue_key', requiresArg: true },
+        'browse-only': { type: 'boolean', default: false, describe: 'qpid.browse-only' },
+        'sow-key': { type: 'string', describe: 'sow.key: key paths, e.g. /id or /sym,/exchange', requiresArg: true },
+        'history-window': { type: 'string', describe: 'sow.history.window, e.g. 7d', requiresArg: true },
+        'history-granularity': { type: 'string', describe: 'sow.history.granularity, e.g. 1m', requiresArg: true },
+        'log-retention': { type: 'string', describe: 'log.retention, e.g. 30d', requiresArg: true },
+        argument: { type: 'string', describe: 'any queue argument k=v (repeatable; integers sent as integers)', requiresArg: true },
+      }),
+    async (argv: any) => {
+      checkType(argv.type);
+      const args: Record<string, unknown> = {};
+      if (argv['max-queue-size'] !== undefined) args['qpid.max_size'] = r.types.wrap_long(intOption('max-queue-size', argv['max-queue-size']));
+      if (argv['max-queue-count'] !== undefined) args['qpid.max_count'] = r.types.wrap_long(intOption('max-queue-count', argv['max-queue-count']));
+      if (argv['limit-policy'] !== undefined) args['qpid.policy_type'] = argv['limit-policy'];
+      if (argv['lvq-key'] !== undefined) args['qpid.last_value_queue_key'] = argv['lvq-key'];
+      if (argv['browse-only']) args['qpid.browse-only'] = true;
+      if (argv['sow-key'] !== undefined) args['sow.key'] = argv['sow-key'];
+      const hw = durationArg('history-window', argv['history-window']);
+      if (hw !== undefined) args['sow.history.window'] = hw;
+      const hg = durationArg('history-granularity', argv['history-granularity']);
+      if (hg !== undefined) args['sow.history.granularity'] = hg;
+      const lr = durationArg('log-retention', argv['log-retention']);
+      if (lr !== undefined) args['log.retention'] = lr;
+      Object.assign(args, keyValues('--argument', argv.argument));
+      await withManagement(argv, (m) => m.call('CREATE', String(argv.name), { durable: !!argv.durable, arguments: args }));
+    })
+    .command('del <type> <name>', 'delete a queue (refuses a non-empty or in-use queue without --force)', (y: Argv) => y
+      .positional('type', { type: 'string', describe: 'queue' })
+      .positional('name', { type: 'string', describe: 'queue name' })
+      .option('force', { type: 'boolean', default: false, describe: 'delete even if not empty or in use' }),
+    async (argv: any) => {
+      checkType(argv.type);
+      await withManagement(argv, (m) => m.call('DELETE', String(argv.name), { force: !!argv.force }));
+    })
+    .command('purge <type> <name>', 'remove every message from a queue', (y: Argv) => y
+      .positional('type', { type: 'string', describe: 'queue' })
+      .positional('name', { type: 'string', describe: 'queue name' }),
+    async (argv: any) => {
+      checkType(argv.type);
+      const res = await withManagement(argv, (m) => m.call('PURGE', String(argv.name), {}));
+      process.stdout.write(`purged ${toPlain(res.body?.count) ?? 0} message(s) from ${argv.name}\n`);
+    })
+    .command('sow-delete <name>', 'delete the SOW records matching a content filter', (y: Argv) => y
+      .positional('name', { type: 'string', describe: 'SOW queue name' })
+      .option('filter', { type: 'string', demandOption: true, describe: "content filter, e.g. \"/price > 10\"", requiresArg: true }),
+    async (argv: any) => {
+      const res = await withManagement(argv, (m) => m.call('SOW-DELETE', String(argv.name), { filter: argv.filter }));
+      process.stdout.write(`deleted ${toPlain(res.body?.count) ?? 0} record(s) from ${argv.name}\n`);
+    })
+    .command('hash-password <password>', 'print the scrypt hash of a password for the users section of broker.json', (y: Argv) => y
+      .positional('password', { type: 'string' }),
+    (argv: any) => {
+      process.stdout.write(hashPassword(String(argv.password)) + '\n');
+    })
+    .example('$0 add queue q --durable --max-queue-count 5 --limit-policy ring', 'a durable ring queue')
+    .example("$0 add queue prices --sow-key /id --history-window 7d", 'a SOW queue with 7 days of history')
+    .example('$0 queues', 'list the queues')
+    .demandCommand(1, 'give a command: queues, add, del, purge, sow-delete, hash-password')
+    .strict()
+    .help()
+    .version(false)
+    .fail((msg, err) => { throw err ?? new ToolError(msg); })
+    .parseAsync();
+  return result;
+}
+
+main(run);
