@@ -240,7 +240,8 @@ export function openSender(conn: Connected, opts: Record<string, unknown>, timeo
     const timer = setTimeout(() => finish(new ToolError(`no answer from the broker to the attach within ${timeoutMs / 1000}s`)), timeoutMs);
     s.once('sender_open', () => {
       // a refused attach comes back with a null target, then a detach
-      if (s.remote?.attach && !s.remote.attach.target) return;
+      const tgt = s.remote?.attach?.target;
+      if (s.remote?.attach && (!tgt || tgt?.type?.name === 'Null')) return;
       finish();
     });
     s.once('sender_close', () => finish(new ToolError(describeError(s.error))));
@@ -263,7 +264,9 @@ export function openReceiver(conn: Connected, opts: Record<string, unknown>, tim
     };
     const timer = setTimeout(() => finish(new ToolError(`no answer from the broker to the attach within ${timeoutMs / 1000}s`)), timeoutMs);
     rcv.once('receiver_open', () => {
-      if (rcv.remote?.attach && !rcv.remote.attach.source) {
+      // A refused attach has a null source; rhea hands it over as a typed null.
+      const src = rcv.remote?.attach?.source;
+      if (rcv.remote?.attach && (!src || src?.type?.name === 'Null')) {
         // refused: the detach with the error follows; wait for it (bounded)
         setTimeout(() => finish(new ToolError(describeError(rcv.error ?? { description: 'the broker refused the link (null source)' }))), 2000);
         return;
