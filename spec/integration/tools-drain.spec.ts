@@ -292,6 +292,15 @@ describe('tools: drain on the wire (scripted peer)', function () {
     } finally { await peer.close(); }
   });
 
+  it('a detach with an error prints Error: <condition>: <description> and exits 1', async function () {
+    const peer = await fakePeer({ error: { condition: 'tidemark:scn-not-found', description: 'position 5 fell off the log' } });
+    try {
+      const res = await runTool('drain', ['-b', peer.url, '--checkpoint', path.join(tmp, 'x.json'), 'q'], T);
+      expect(res.code).to.equal(1);
+      expect(res.stderr).to.equal('Error: tidemark:scn-not-found: position 5 fell off the log\n');
+    } finally { await peer.close(); }
+  });
+
   it('an unreadable checkpoint file is an error', async function () {
     const file = path.join(tmp, 'broken.json');
     writeFileSync(file, '{not json');

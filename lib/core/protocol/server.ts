@@ -51,6 +51,61 @@ const STATE = Symbol('tidemark.link');
 const HARDEN = Symbol('tidemark.harden');
 const PRODUCT = { product: 'tidemark', version: '0.1.0' };
 
+/**
+ * rhea 3.0.5 computes a sender's credit from a peer's flow without serial-number arithmetic
+ * [AMQP 2.6.7] (`credit = flow.delivery_count + flow.link_credit - delivery_count`) and
+ * drains it one unit at a time (`while (credit) { ++delivery_count; --credit }`). A flow
+ * with drain and a huge credit, or a delivery-count ahead of ours (negative credit), spins
+ * the event loop for seconds or forever. Per sender instance: compute credit modulo 2^32,
+ * never below 0, and drain in O(1). Found by spec/integration/hostile-input.spec.ts.
+ */
+/**
+ * rhea 3.0.5 decodes an AMQP array by looping `count` times over its element type; for a
+ * zero-width element type (null, true, false, uint0, ulong0, list0) nothing is consumed, so
+ * an 8-byte array header claiming 2^32-1 nulls makes the decoder push billions of values
+ * (event loop stuck, memory exhausted). Found by spec/integration/fuzz.spec.ts. Refuse an
+ * array whose count cannot be real: more elements than remaining bytes, beyond 64 Ki.
+ * Global (rhea.types.Reader is shared), idempotent; a decode error closes the connection
+ * with amqp:decode-error like any other malformed frame.
+ */
+const ARRAY_GUARD = Symbol.for('tidemark.array-guard');
+function guardArrayDecoding(): void {
+  const Reader: any = (rhea as any).types.Reader;
+  if (Reader.prototype[ARRAY_GUARD]) return;
+  const readItems = Reader.prototype.read_array_items;
+  Reader.prototype.read_array_items = function (n: number, type: any) {
+    if (n > 65536 && n > this.buffer.length - this.position) throw new ProtocolError(`array of ${n} elements exceeds the frame`);
+    return readItems.call(this, n, type);
+  };
+  Reader.prototype[ARRAY_GUARD] = true;
+}
+
+function hardenSenderCredit(sender: any): void {
+  const onFlow = sender.on_flow;
+  sender.on_flow = function (frame: any) {
+    const f = frame.performative;
+    const num = (v: unknown, dflt: number) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : dflt);
+    const ours = num(sender.delivery_count, 0);
+    const theirs = num(f.delivery_count, ours);
+    const linkCredit = num(f.link_credit, 0);
+    // serial difference theirs - ours in [-2^31, 2^31)
+    const diff = ((theirs - ours) % 0x100000000 + 0x100000000 + 0x80000000) % 0x100000000 - 0x80000000;
+    // Hand rhea a frame whose arithmetic comes out to the right, non-negative credit.
+    const credit = Math.max(0, Math.min(0xffffffff, diff + linkCredit));
+    const fixed = Object.create(f, { delivery_count: { value: ours }, link_credit: { value: credit }, drain: { value: f.drain === true } });
+    return onFlow.call(sender, { ...frame, performative: fixed });
+  };
+  sender._get_drain = function () {
+    if (this._draining && this._drained && this.credit) {
+      this.delivery_count = (num32(this.delivery_count) + num32(this.credit)) % 0x100000000;
+      this.credit = 0;
+      return true;
+    }
+    return false;
+  };
+}
+const num32 = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0);
+
 function isLoopback(addr: string | undefined): boolean {
   if (!addr) return false;
   return addr.startsWith('127.') || addr === '::1' || addr.startsWith('::ffff:127.');
@@ -67,6 +122,7 @@ export class AmqpServer {
   constructor(backend: ProtocolBackend) {
     this.#backend = backend;
     applyRheaPatches();
+    guardArrayDecoding();
     installRawCapture();
     this.#anonContainer = this.#makeContainer(true);
     this.#strictContainer = this.#makeContainer(false);
@@ -469,6 +525,7 @@ export class AmqpServer {
   /** A client receiver attached: we send. */
   #onSenderOpen(ctx: any): void {
     const sender = ctx.sender;
+    hardenSenderCredit(sender);
     const source = sender.remote.attach?.source;
     const st = this.#linkState(sender);
     this.#backend.stats.links++;

@@ -137,6 +137,8 @@ export class ListStructure implements QueueStructure {
   }
 
   stats(): QueueStats {
+    // Expired messages leave the statistics as soon as they expire, not at the next sweep.
+    this.sweep(this.queue.ctx.clock.now());
     let oldest = 0;
     for (const e of this.list.live()) { oldest = e.scn; break; }
     return { depth: this.list.depth, bytes: this.list.bytes, oldestScn: oldest, consumers: this.#consumers.size };

@@ -1,0 +1,289 @@
+/**
+ * crash-test: kill -9 the broker while publishers send, restart it on the same data, and
+ * check that nothing accepted was lost, duplicated or reordered (acceptance E.1).
+ *
+ *   npx tsx tools/crash-test.ts --rounds 20 --publishers 10 --messages 2000 [--queues 3] [--seed 1]
+ *
+ * Each round: start `node bin/tidemark.js --port 0 --data DIR --no-http` (DIR kept across
+ * rounds), run P concurrent publishers (one connection each, application properties `pub`,
+ * `seq`, `round`; seq keeps counting across rounds) to a few durable queues, record every
+ * delivery the broker ACCEPTED, SIGKILL the broker at a random moment, restart it on the same
+ * data, drain every queue, stop it cleanly, and run the checks. The broker must be built
+ * (`npx tsc -p tsconfig.json`): bin/tidemark.js runs from dist/.
+ *
+ * Prints `rounds=R messages checked=N lost=0 duplicated=0` and exits 1 on any violation.
+ * Checks are a list (`CHECKS`): add one by pushing a `Check` (e.g. SOW state per key).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import rhea from 'rhea';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const r: any = rhea;
+
+export interface CrashOptions {
+  rounds: number;
+  publishers: number;
+  /** Messages each publisher tries to send per round (the kill usually cuts this short). */
+  messages: number;
+  queues: number;
+  seed: number;
+  /** Data directory; a temporary one (removed afterwards) when absent. */
+  dataDir?: string;
+  log?: (line: string) => void;
+}
+
+/** One message as seen by the checks. */
+export interface Seen { pub: number; seq: number; round: number; queue: string; body: unknown; properties: Record<string, unknown> }
+
+/** Everything a check may look at for one round. */
+export interface RoundData {
+  round: number;
+  /** `${pub}:${seq}` of every delivery the broker accepted before the kill. */
+  accepted: Set<string>;
+  /** `${pub}:${seq}` of every message sent (accepted or not). */
+  sent: Set<string>;
+  /** Messages drained after the restart, per queue, in delivery order. */
+  drained: Map<string, Seen[]>;
+  queues: string[];
+}
+
+export interface Violation { check: string; kind: 'lost' | 'duplicated' | 'order' | 'phantom' | string; detail: string }
+export interface Check { name: string; run(d: RoundData): Violation[] }
+
+const key = (pub: number, seq: number) => `${pub}:${seq}`;
+
+/** The checks, in order. More (e.g. SOW: last accepted version per key) can be pushed here. */
+export const CHECKS: Check[] = [
+  {
+    name: 'accepted-present-once',
+    run(d) {
+      const count = countBy(d);
+      const out: Violation[] = [];
+      for (const k of d.accepted) {
+        const n = count.get(k) ?? 0;
+        if (n === 0) out.push({ check: this.name, kind: 'lost', detail: `accepted message ${k} missing after restart` });
+      }
+      return out;
+    },
+  },
+  {
+    name: 'at-most-once',
+    run(d) {
+      const out: Violation[] = [];
+      for (const [k, n] of countBy(d)) if (n > 1) out.push({ check: this.name, kind: 'duplicated', detail: `${k} present ${n} times${d.accepted.has(k) ? ' (accepted)' : ' (not accepted)'}` });
+      return out;
+    },
+  },
+  {
+    name: 'no-phantoms',
+    run(d) {
+      const out: Violation[] = [];
+      for (const [k] of countBy(d)) if (!d.sent.has(k)) out.push({ check: this.name, kind: 'phantom', detail: `${k} present but never sent this round` });
+      return out;
+    },
+  },
+  {
+    name: 'per-publisher-order',
+    run(d) {
+      const out: Violation[] = [];
+      for (const [q, msgs] of d.drained) {
+        const last = new Map<number, number>();
+        for (const m of msgs) {
+          const prev = last.get(m.pub);
+          if (prev !== undefined && m.seq <= prev) out.push({ check: this.name, kind: 'order', detail: `queue ${q}: publisher ${m.pub} seq ${m.seq} after ${prev}` });
+          last.set(m.pub, m.seq);
+        }
+      }
+      return out;
+    },
+  },
+];
+
+function countBy(d: RoundData): Map<string, number> {
+  const c = new Map<string, number>();
+  for (const msgs of d.drained.values()) for (const m of msgs) c.set(key(m.pub, m.seq), (c.get(key(m.pub, m.seq)) ?? 0) + 1);
+  return c;
+}
+
+/** mulberry32 */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = a;
+    x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Child { proc: ChildProcess; port: number; exited: Promise<number | null>; output: () => string }
+
+function startBroker(dataDir: string): Promise<Child> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/tidemark.js'), '--port', '0', '--data', dataDir, '--no-http', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let done = false;
+    const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
+    const timer = setTimeout(() => { if (!done) { done = true; proc.kill('SIGKILL'); reject(new Error('broker did not start: ' + out)); } }, 20000);
+    proc.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /amqp:\/\/[\d.]+:(\d+)/.exec(out);
+      if (m && !done) { done = true; clearTimeout(timer); resolve({ proc, port: Number(m[1]), exited, output: () => out }); }
+    });
+    proc.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+    proc.once('exit', (code) => { if (!done) { done = true; clearTimeout(timer); reject(new Error(`broker exited ${code}: ${out}`)); } });
+  });
+}
+
+function openConnection(port: number): Promise<any> {
+  return new Promise((resolve, reject) => {
+    const c = r.create_container({ id: 'crash-' + Math.random().toString(36).slice(2) });
+    const conn = c.connect({ host: '127.0.0.1', port, reconnect: false });
+    conn.once('connection_open', () => resolve(conn));
+    conn.once('disconnected', (ctx: any) => reject(new Error('connect failed: ' + (ctx?.error?.message ?? 'disconnected'))));
+    conn.on('error', () => { /* the broker is killed under us */ });
+  });
+}
+
+/** One publisher: sends up to `n` messages, records accepted ones, stops when the connection dies. */
+async function publish(port: number, pub: number, queue: string, firstSeq: number, n: number, round: number, sent: Set<string>, accepted: Set<string>, stop: { stopped: boolean }): Promise<number> {
+  let conn: any;
+  try { conn = await openConnection(port); } catch { return firstSeq; }
+  let next = firstSeq;
+  const end = firstSeq + n;
+  return new Promise((resolve) => {
+    let finished = false;
+    const finish = () => { if (finished) return; finished = true; try { conn.close(); } catch { /* gone */ } resolve(next); };
+    const sender = conn.open_sender({ target: { address: queue, durable: 2 }, autosettle: true });
+    const pump = () => {
+      while (!stop.stopped && next < end && sender.sendable()) {
+        const seq = next++;
+        sent.add(key(pub, seq));
+        const d = sender.send({ durable: true, application_properties: { pub, seq, round }, body: `p${pub}-s${seq}` });
+        d.__key = key(pub, seq);
+      }
+    };
+    sender.on('accepted', (ctx: any) => { accepted.add(ctx.delivery.__key); });
+    sender.on('rejected', () => { /* not accepted: not required */ });
+    sender.on('released', () => { /* not accepted */ });
+    sender.on('sendable', pump);
+    conn.on('disconnected', finish);
+    conn.on('connection_close', finish);
+    sender.on('sender_error', finish);
+    // Finish when everything is settled (or the broker dies).
+    const poll = setInterval(() => {
+      if (finished) { clearInterval(poll); return; }
+      const unsettled = Object.keys(sender.session?.outgoing?.deliveries?.entries ?? {}).length;
+      if ((next >= end || stop.stopped) && (unsettled === 0 || !conn.is_open())) { clearInterval(poll); finish(); }
+    }, 20);
+  });
+}
+
+/** Receives everything on `queue` (accepting it) until idle. */
+async function drain(port: number, queue: string): Promise<Seen[]> {
+  const conn = await openConnection(port);
+  const out: Seen[] = [];
+  await new Promise<void>((resolve) => {
+    const rcv = conn.open_receiver({ source: { address: queue }, autoaccept: false, credit_window: 500 });
+    let timer = setTimeout(resolve, 1500);
+    rcv.on('message', (ctx: any) => {
+      const ap = ctx.message.application_properties ?? {};
+      out.push({ pub: Number(ap.pub), seq: Number(ap.seq), round: Number(ap.round), queue, body: ctx.message.body, properties: ap });
+      ctx.delivery.accept();
+      clearTimeout(timer);
+      timer = setTimeout(resolve, 700);
+    });
+  });
+  await new Promise((res) => setTimeout(res, 100)); // let the dispositions reach the broker
+  await new Promise<void>((res) => { const t = setTimeout(res, 2000); conn.once('connection_close', () => { clearTimeout(t); res(); }); conn.close(); });
+  return out;
+}
+
+export interface CrashResult { rounds: number; checked: number; lost: number; duplicated: number; violations: Violation[]; accepted: number }
+
+export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
+  const log = opts.log ?? ((l: string) => process.stdout.write(l + '\n'));
+  const rand = prng(opts.seed);
+  const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), 'tidemark-crash-'));
+  const queues = Array.from({ length: opts.queues }, (_, i) => `crash.q${i}`);
+  const nextSeq = new Array(opts.publishers).fill(0);
+  const result: CrashResult = { rounds: 0, checked: 0, lost: 0, duplicated: 0, violations: [], accepted: 0 };
+  try {
+    for (let round = 1; round <= opts.rounds; round++) {
+      const broker = await startBroker(dataDir);
+      const sent = new Set<string>();
+      const accepted = new Set<string>();
+      const stop = { stopped: false };
+      const pubs = Array.from({ length: opts.publishers }, (_, p) => publish(broker.port, p, queues[p % queues.length], nextSeq[p], opts.messages, round, sent, accepted, stop));
+      // Kill at a random moment: after a random share of the expected accepts, or a time limit.
+      const target = Math.floor(rand() * opts.messages * opts.publishers * 0.9);
+      const deadline = Date.now() + 200 + rand() * 3000;
+      while (accepted.size < target && Date.now() < deadline) await new Promise((res) => setTimeout(res, 1 + rand() * 5));
+      broker.proc.kill('SIGKILL');
+      await broker.exited;
+      stop.stopped = true;
+      const finals = await Promise.all(pubs);
+      finals.forEach((s, p) => { nextSeq[p] = s; });
+
+      const again = await startBroker(dataDir);
+      const drained = new Map<string, Seen[]>();
+      for (const q of queues) drained.set(q, await drain(again.port, q));
+      again.proc.kill('SIGTERM');
+      const code = await Promise.race([again.exited, new Promise<'timeout'>((res) => setTimeout(() => res('timeout'), 10000))]);
+      if (code === 'timeout') { again.proc.kill('SIGKILL'); await again.exited; }
+
+      const data: RoundData = { round, accepted, sent, drained, queues };
+      const violations = CHECKS.flatMap((c) => c.run(data));
+      const checked = [...drained.values()].reduce((n, m) => n + m.length, 0);
+      result.rounds = round;
+      result.checked += checked;
+      result.accepted += accepted.size;
+      result.lost += violations.filter((v) => v.kind === 'lost').length;
+      result.duplicated += violations.filter((v) => v.kind === 'duplicated').length;
+      result.violations.push(...violations);
+      log(`round ${round}: sent=${sent.size} accepted=${accepted.size} drained=${checked} violations=${violations.length}`);
+      for (const v of violations.slice(0, 20)) log(`  VIOLATION [${v.check}] ${v.kind}: ${v.detail}`);
+    }
+  } finally {
+    if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+  }
+  log(`rounds=${result.rounds} messages checked=${result.checked} lost=${result.lost} duplicated=${result.duplicated}`);
+  return result;
+}
+
+function parseArgs(argv: string[]): CrashOptions {
+  const o: CrashOptions = { rounds: 5, publishers: 10, messages: 1000, queues: 3, seed: Date.now() % 1e9 };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const v = () => { const x = argv[++i]; if (x === undefined) throw new Error(`${a} needs a value`); return x; };
+    if (a === '--rounds') o.rounds = Number(v());
+    else if (a === '--publishers') o.publishers = Number(v());
+    else if (a === '--messages') o.messages = Number(v());
+    else if (a === '--queues') o.queues = Number(v());
+    else if (a === '--seed') o.seed = Number(v());
+    else if (a === '--data') o.dataDir = v();
+    else if (a === '--help' || a === '-h') {
+      process.stdout.write('crash-test --rounds N --publishers 10 --messages M [--queues 3] [--seed S] [--data DIR]\n');
+      process.exit(0);
+    } else throw new Error(`unknown option ${a}`);
+  }
+  for (const k of ['rounds', 'publishers', 'messages', 'queues'] as const) if (!Number.isInteger(o[k]) || o[k] < 1) throw new Error(`--${k} must be a positive integer`);
+  return o;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
+  try {
+    const opts = parseArgs(process.argv.slice(2));
+    process.stdout.write(`crash-test seed=${opts.seed}\n`);
+    const res = await runCrashTest(opts);
+    process.exit(res.violations.length ? 1 : 0);
+  } catch (e) {
+    process.stderr.write(`crash-test: ${(e as Error).message}\n`);
+    process.exit(2);
+  }
+}
