@@ -61,14 +61,16 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
 
   /** Where a replay starts, per bookmark_not_found when the bookmark is older than the log. */
   function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options: CommandOptions, oldest: number): number {
+    // `0` (and bookmark_not_found=epoch) means everything retained: start before the oldest event.
+    const epoch = oldest > 0 ? oldest - 1 : 0;
     if (bm.kind === 'now') return q.committedScn;
-    if (bm.kind === 'epoch') return 0;
+    if (bm.kind === 'epoch') return epoch;
     const mode = options.bookmark_not_found ?? (bm.kind === 'scn' ? 'fail' : 'now');
     if (oldest > 0 && resolvedScn + 1 < oldest) {
       if (mode === 'fail') {
         throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.kind === 'scn' ? bm.scn : bm.text} is older than the retained log of ${q.name} (oldest SCN ${oldest})`, { info: { 'oldest-scn': oldest, 'requested-scn': resolvedScn } });
       }
-      return mode === 'epoch' ? 0 : q.committedScn;
+      return mode === 'epoch' ? epoch : q.committedScn;
     }
     return resolvedScn;
   }

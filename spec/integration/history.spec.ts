@@ -1,0 +1,224 @@
+import { expect } from 'chai';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { connect, openReceiver, collect, send, sleep, type Received } from '../support/client.js';
+import { tmFilters, cmdOf, scnOf, keyOf, bodyJson, sowQuery } from '../support/sow-client.js';
+import { ManualClock } from '../../lib/index.js';
+import { runRetention } from '../../lib/ext/sow/index.js';
+
+const S = 1000, M = 60 * S;
+const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
+const iso = (ms: number) => new Date(ms).toISOString();
+const amps = (ms: number) => new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.(\d{3})Z$/, '.$1000Z');
+
+function histQueue(name: string, args: Record<string, unknown> = {}) {
+  return { address: name, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id', 'sow.history.window': '1h', ...args } };
+}
+const pub = (body: Record<string, unknown>, o?: string) => (o ? { message_annotations: { 'x-opt-tm-op': o }, body: JSON.stringify(body) } : { body: JSON.stringify(body) });
+
+async function stateAt(url: string, q: string, bookmark: string): Promise<Record<string, unknown>> {
+  const r = await sowQuery(url, q, { bookmark });
+  return Object.fromEntries(r.records.map((m) => [keyOf(m), bodyJson(m).v]));
+}
+
+/** Subscribes with filters; returns messages up to and including `completed`, plus a live tail. */
+async function subscribeUntilCompleted(url: string, q: string, f: Parameters<typeof tmFilters>[0], then?: () => Promise<void>, liveCount = 0): Promise<Received[]> {
+  const c = await connect(url);
+  try {
+    const rcv = await openReceiver(c, { address: q, filter: tmFilters(f) });
+    const got = await collect(rcv, { idleMs: 3000, credit: 500, until: (m) => cmdOf(m) === 'completed' });
+    if (then) {
+      const live = collect(rcv, { idleMs: 1500, credit: 500, count: liveCount });
+      await then();
+      got.push(...(await live));
+    }
+    return got;
+  } finally { await c.close(); }
+}
+
+describe('history and replay (semantics.md 6, 7)', function () {
+  this.timeout(60000);
+  let clock: ManualClock;
+  let tb: TestBroker;
+  beforeEach(async () => { clock = new ManualClock(T0); tb = await startTestBroker({}, { clock }); });
+  afterEach(async () => { await tb.stop(); });
+
+  async function at(ms: number, q: string, msgs: unknown[]) {
+    clock.set(ms);
+    const out = await send(tb.url, q === 'new' ? q : q, msgs as any[]);
+    expect(out.every((o) => o.state === 'accepted'), JSON.stringify(out)).to.equal(true);
+  }
+
+  it('granularity 0: a query at T returns the versions current at T, deleted-later included, deleted-before excluded', async function () {
+    const q = 'h.g0';
+    clock.set(T0); await send(tb.url, histQueue(q), [pub({ id: 'a', v: 1 }), pub({ id: 'b', v: 1 }), pub({ id: 'c', v: 1 })]);
+    await at(T0 + 10 * S, q, [pub({ id: 'a', v: 2 }), pub({ id: 'c' }, 'delete')]);
+    await at(T0 + 20 * S, q, [pub({ id: 'a', v: 3 }), pub({ id: 'b' }, 'delete'), pub({ id: 'd', v: 1 })]);
+    await at(T0 + 30 * S, q, [pub({ id: 'c', v: 9 })]);
+    clock.set(T0 + 40 * S);
+    expect(await stateAt(tb.url, q, iso(T0 + 5 * S))).to.deep.equal({ a: 1, b: 1, c: 1 });
+    expect(await stateAt(tb.url, q, amps(T0 + 15 * S))).to.deep.equal({ a: 2, b: 1 });
+    expect(await stateAt(tb.url, q, iso(T0 + 25 * S))).to.deep.equal({ a: 3, d: 1 });
+    expect(await stateAt(tb.url, q, iso(T0 + 35 * S))).to.deep.equal({ a: 3, c: 9, d: 1 });
+    expect(await stateAt(tb.url, q, iso(T0 - S))).to.deep.equal({});
+    // exact boundary: an event at T is included
+    expect(await stateAt(tb.url, q, iso(T0 + 10 * S))).to.deep.equal({ a: 2, b: 1 });
+    // SCN bookmarks: state after event N (events 1-3 at T0, 4-5 at +10s)
+    expect(await stateAt(tb.url, q, '4')).to.deep.equal({ a: 2, b: 1, c: 1 });
+    const r = await sowQuery(tb.url, q, { bookmark: '4' });
+    expect(r.groupEnd).to.equal(4);
+  });
+
+  it('a T older than the window returns nothing; superseded versions are purged once older than the window, the current one never', async function () {
+    const q = 'h.window';
+    clock.set(T0); await send(tb.url, histQueue(q, { 'sow.history.window': '10m' }), [pub({ id: 'a', v: 1 }), pub({ id: 'x', v: 1 })]);
+    await at(T0 + 1 * M, q, [pub({ id: 'a', v: 2 })]);
+    await at(T0 + 2 * M, q, [pub({ id: 'x' }, 'delete')]);
+    clock.set(T0 + 5 * M);
+    expect(await stateAt(tb.url, q, iso(T0 + 30 * S))).to.deep.equal({ a: 1, x: 1 });
+    const before = tb.broker.queueInfo(tb.broker.nodes.get(q)!).history_versions as number;
+    expect(before).to.equal(4);
+    clock.set(T0 + 12 * M + S);
+    await runRetention(tb.broker);
+    expect(await stateAt(tb.url, q, iso(T0 + 30 * S))).to.deep.equal({});
+    // a1 stopped being current at +1m, more than the window ago: purged; a2 is current: kept;
+    // x's version stopped at +2m and its tombstone is from +2m, both past the window: purged.
+    expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).history_versions).to.equal(1);
+    expect(await stateAt(tb.url, q, iso(T0 + 11 * M))).to.deep.equal({ a: 2 });
+  });
+
+  it('granularity G keeps at most one superseded version per key per G, and queries return states that existed', async function () {
+    const q = 'h.gran';
+    clock.set(T0); await send(tb.url, histQueue(q, { 'sow.history.granularity': '1m' }), [pub({ id: 'a', v: 0 })]);
+    for (let i = 1; i <= 12; i++) await at(T0 + i * 10 * S, q, [pub({ id: 'a', v: i })]);
+    clock.set(T0 + 3 * M);
+    const versions = tb.broker.queueInfo(tb.broker.nodes.get(q)!).history_versions as number;
+    // 13 versions over 2 minutes at G = 1m: v0, v6 kept as superseded (+ v12 current), or so: far fewer than 13.
+    expect(versions).to.be.at.most(4);
+    const seen = new Set<number>();
+    for (let t = 0; t <= 120; t += 5) {
+      const st = await stateAt(tb.url, q, iso(T0 + t * S));
+      const v = st.a as number;
+      expect(v, `state at +${t}s`).to.be.at.most(Math.floor(t / 10));
+      seen.add(v);
+    }
+    expect([...seen].every((v) => Number.isInteger(v) && v >= 0 && v <= 12)).to.equal(true);
+  });
+
+  it('a key deleted and re-created has the right state on each side of the gap', async function () {
+    const q = 'h.recreate';
+    clock.set(T0); await send(tb.url, histQueue(q), [pub({ id: 'k', v: 1 })]);
+    await at(T0 + 10 * S, q, [pub({ id: 'k' }, 'delete')]);
+    await at(T0 + 20 * S, q, [pub({ id: 'k', v: 2 })]);
+    expect(await stateAt(tb.url, q, iso(T0 + 5 * S))).to.deep.equal({ k: 1 });
+    expect(await stateAt(tb.url, q, iso(T0 + 15 * S))).to.deep.equal({});
+    expect(await stateAt(tb.url, q, iso(T0 + 25 * S))).to.deep.equal({ k: 2 });
+  });
+
+  it('a bookmark on a queue without history is amqp:invalid-field; a malformed bookmark too', async function () {
+    await send(tb.url, { address: 'h.nohist', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } }, [pub({ id: 'a', v: 1 })]);
+    const c = await connect(tb.url);
+    try {
+      for (const [q, f] of [['h.nohist', { command: 'sow', bookmark: iso(T0) }], ['h.nohist', { command: 'subscribe', bookmark: 'yesterday' }]] as const) {
+        let err: any;
+        try { await openReceiver(c, { address: q, filter: tmFilters(f) }); } catch (e) { err = e; }
+        expect(err?.condition, JSON.stringify(f)).to.equal('amqp:invalid-field');
+      }
+    } finally { await c.close(); }
+  });
+
+  it('historical sow_and_subscribe: state at T, every event after it in SCN order, completed, then live', async function () {
+    const q = 'h.sas';
+    clock.set(T0); await send(tb.url, histQueue(q), [pub({ id: 'a', v: 1 }), pub({ id: 'b', v: 1 })]);
+    await at(T0 + 10 * S, q, [pub({ id: 'a', v: 2 }), pub({ id: 'b' }, 'delete')]);
+    await at(T0 + 20 * S, q, [pub({ id: 'c', v: 1 })]);
+    const got = await subscribeUntilCompleted(tb.url, q, { command: 'sow_and_subscribe', bookmark: iso(T0 + 5 * S) }, async () => {
+      await at(T0 + 30 * S, q, [pub({ id: 'a', v: 3 })]);
+    }, 1);
+    const seq = got.map((m) => `${cmdOf(m)}:${keyOf(m)}`);
+    expect(seq).to.deep.equal(['group_begin:', 'sow:a', 'sow:b', 'group_end:', 'publish:a', 'delete:b', 'publish:c', 'completed:', 'publish:a']);
+    expect(scnOf(got[3])).to.equal(2);
+    const live = got.filter((m) => cmdOf(m) === 'publish').map(scnOf);
+    expect(live).to.deep.equal([3, 5, 6]);
+    const map = new Map<string, number>();
+    for (const m of got) {
+      if (cmdOf(m) === 'sow' || cmdOf(m) === 'publish') map.set(keyOf(m), bodyJson(m).v);
+      if (cmdOf(m) === 'delete') map.delete(keyOf(m));
+    }
+    const final = await stateAt(tb.url, q, 'now');
+    expect(Object.fromEntries(map)).to.deep.equal(final);
+  });
+
+  it('replay: bookmarks 0, an SCN, a timestamp and now give exact event sets with completed at the cut-over', async function () {
+    const q = 'h.replay';
+    clock.set(T0); await send(tb.url, histQueue(q), [pub({ id: 'a', v: 1 }), pub({ id: 'b', v: 1 })]);
+    await at(T0 + 10 * S, q, [pub({ id: 'a', v: 2 }), pub({ id: 'a' }, 'delete')]);
+    await at(T0 + 20 * S, q, [pub({ id: 'c', v: 1 })]);
+    const scns = (ms: Received[]) => ms.filter((m) => !['completed', 'group_begin', 'group_end'].includes(cmdOf(m))).map(scnOf);
+    const r0 = await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '0' });
+    expect(scns(r0)).to.deep.equal([1, 2, 3, 4, 5]);
+    expect(cmdOf(r0[r0.length - 1])).to.equal('completed');
+    expect(r0.map(cmdOf).slice(0, 5)).to.deep.equal(['publish', 'publish', 'publish', 'delete', 'publish']);
+    const r3 = await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '3' });
+    expect(scns(r3)).to.deep.equal([4, 5]);
+    const rt = await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 10 * S) });
+    expect(scns(rt)).to.deep.equal([5]);
+    const rn = await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: 'now' }, async () => {
+      await at(T0 + 30 * S, q, [pub({ id: 'z', v: 1 })]);
+    }, 1);
+    expect(rn.map(cmdOf)).to.deep.equal(['completed', 'publish']);
+    expect(scnOf(rn[1])).to.equal(6);
+  });
+
+  it('log.max_count trims the log; an older SCN bookmark fails with tidemark:scn-not-found unless bookmark_not_found says otherwise', async function () {
+    const q = 'h.trim';
+    clock.set(T0);
+    await send(tb.url, histQueue(q, { 'log.max_count': 3 }), Array.from({ length: 10 }, (_, i) => pub({ id: `k${i}`, v: i })));
+    await runRetention(tb.broker);
+    expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).scn_oldest).to.equal(8);
+    const c = await connect(tb.url);
+    try {
+      let err: any;
+      try { await openReceiver(c, { address: q, filter: tmFilters({ command: 'subscribe', bookmark: '2' }) }); } catch (e) { err = e; }
+      expect(err?.condition).to.equal('tidemark:scn-not-found');
+      expect(err?.message).to.match(/oldest SCN 8/);
+    } finally { await c.close(); }
+    const epoch = await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '2', options: { bookmark_not_found: 'epoch' } });
+    expect(epoch.filter((m) => cmdOf(m) === 'publish').map(scnOf)).to.deep.equal([8, 9, 10]);
+    const now = await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '2', options: { bookmark_not_found: 'now' } });
+    expect(now.map(cmdOf)).to.deep.equal(['completed']);
+  });
+
+  it('model test: random publishes, deltas and deletes at random times; historical queries at random instants match a model (G = 0)', async function () {
+    const q = 'h.model';
+    let seed = 4242;
+    const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+    const keys = ['a', 'b', 'c', 'd'];
+    const timeline: Array<{ t: number; state: Record<string, number> }> = [];
+    const state: Record<string, Record<string, number>> = {};
+    let t = T0;
+    clock.set(t);
+    await send(tb.url, histQueue(q), [pub({ id: 'a', v: 0 })]);
+    state.a = { v: 0 };
+    timeline.push({ t, state: { a: 0 } });
+    for (let i = 1; i <= 60; i++) {
+      t += 1 + Math.floor(rnd() * 5000);
+      const k = keys[Math.floor(rnd() * keys.length)];
+      const r = rnd();
+      let msg;
+      if (r < 0.2) { msg = pub({ id: k }, 'delete'); delete state[k]; }
+      else if (r < 0.5) { msg = pub({ id: k, v: i }, 'delta'); state[k] = { ...(state[k] ?? {}), v: i }; }
+      else { msg = pub({ id: k, v: i }); state[k] = { v: i }; }
+      await at(t, q, [msg]);
+      timeline.push({ t, state: Object.fromEntries(Object.entries(state).map(([kk, vv]) => [kk, vv.v])) });
+    }
+    clock.set(t + 1000);
+    for (let n = 0; n < 15; n++) {
+      const probe = T0 + Math.floor(rnd() * (t - T0 + 2000));
+      let expected: Record<string, number> = {};
+      for (const e of timeline) if (e.t <= probe) expected = e.state;
+      expect(await stateAt(tb.url, q, iso(probe)), `at ${iso(probe)}`).to.deep.equal(expected);
+    }
+  });
+});
+
+void sleep;
