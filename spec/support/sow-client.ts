@@ -1,7 +1,7 @@
 /** Helpers for SOW tests: attach with tidemark filters and read annotated messages. */
 import { r, connect, openReceiver, collect, type Received } from './client.js';
 
-export function tmFilters(f: { command?: string; filter?: string; bookmark?: string; options?: Record<string, unknown>; selector?: string }): Record<string, unknown> {
+export function tmFilters(f: { command?: string; filter?: string; bookmark?: string; options?: Record<string, unknown>; selector?: string; checkpoint?: unknown }): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const d = (desc: string, v: any) => r.types.described_nc(r.types.wrap_symbol(desc), v);
   if (f.command) out.command = d('tidemark:command:symbol', r.types.wrap_symbol(f.command));
@@ -9,6 +9,7 @@ export function tmFilters(f: { command?: string; filter?: string; bookmark?: str
   if (f.bookmark) out.bookmark = d('tidemark:bookmark:string', r.types.wrap_string(f.bookmark));
   if (f.selector) out.selector = d('apache.org:selector-filter:string', r.types.wrap_string(f.selector));
   if (f.options) out.options = d('tidemark:options:map', r.types.wrap_map(f.options));
+  if (f.checkpoint !== undefined) out.checkpoint = d('tidemark:checkpoint:map', typeof f.checkpoint === 'string' ? r.types.wrap_string(f.checkpoint) : r.types.wrap_map(f.checkpoint));
   return out;
 }
 
@@ -33,3 +34,5 @@ export async function sowQuery(url: string, address: string, f: Omit<Parameters<
     return { records: all.filter((m) => cmdOf(m) === 'sow'), groupEnd: end ? scnOf(end) : -1, all };
   } finally { await c.close(); }
 }
+
+export const checkpointOf = (m: Received): Record<string, unknown> | undefined => m.message.message_annotations?.['x-opt-tm-checkpoint'];

@@ -23,6 +23,8 @@ import { SowConsumer, type SowPlan } from './sow-consumer.js';
 import { parseKeySpec } from './sow-key.js';
 import { parseBookmark, type Bookmark } from './bookmark.js';
 import { parseCommand, parseOptions, type Command, type CommandOptions } from './options.js';
+import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
+import type { CheckpointPlan } from './sow-consumer.js';
 import { MarkerSink } from './marker-sink.js';
 import { TIME, timeKey } from './tables.js';
 import { logger } from '../../core/log.js';
@@ -32,6 +34,7 @@ const log = logger('sow');
 export const COMMAND = 'tidemark:command:symbol';
 export const BOOKMARK = 'tidemark:bookmark:string';
 export const OPTIONS = 'tidemark:options:map';
+export const CHECKPOINT = 'tidemark:checkpoint:map';
 
 const duration = (name: string) => (v: unknown) => toDurationMs(name, v);
 
@@ -49,7 +52,42 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
     { symbol: COMMAND, parse: (v) => ({ data: parseCommand(v) }) },
     { symbol: BOOKMARK, parse: (v) => { if (typeof v !== 'string') throw new TidemarkError(Conditions.invalidField, 'tidemark:bookmark:string value must be a string'); return { data: parseBookmark(v) }; } },
     { symbol: OPTIONS, parse: (v) => ({ data: parseOptions(v) }) },
+    { symbol: CHECKPOINT, parse: (v) => ({ data: parseCheckpoint(v) }) },
   ];
+
+  /**
+   * Where a checkpoint resumes (semantics.md 8). `undefined` bootstrap = online from `position`.
+   * Falling off the log (or windowScn = 0) bootstraps a SOW queue and is scn-not-found elsewhere.
+   */
+  function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBootstrap: boolean): CheckpointPlan & { position: number } {
+    const fellOff = (pos: number) => oldest > 0 && pos + 1 < oldest;
+    const fresh = (): CheckpointPlan & { position: number } => {
+      if (!canBootstrap) {
+        throw new TidemarkError(Conditions.scnNotFound, `checkpoint position of ${q.name} is older than the retained log (oldest SCN ${oldest}); a queue without SOW cannot bootstrap`, { info: { 'oldest-scn': oldest, 'requested-scn': cp.windowScn } });
+      }
+      return { tracker: new WindowTracker({ prevScn: 0 }), skip: 0, bootstrap: {}, position: 0 };
+    };
+    if (cp.consumption_mode === 'BOOTSTRAP_SNAPSHOT') {
+      if (!canBootstrap) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: consumption_mode BOOTSTRAP_SNAPSHOT needs a SOW queue; ${q.name} has none`);
+      if (fellOff(cp.bootstrap_start_scn!)) return fresh();
+      return { tracker: new WindowTracker({ prevScn: cp.bootstrap_start_scn! }), skip: 0, bootstrap: { start: cp.bootstrap_start_scn, resumeAfterKey: cp.snapshot_offset }, position: cp.bootstrap_start_scn! };
+    }
+    if (cp.consumption_mode === 'BOOTSTRAP_CATCHUP') {
+      if (!canBootstrap) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: consumption_mode BOOTSTRAP_CATCHUP needs a SOW queue; ${q.name} has none`);
+      const pos = cp.catchup_offset ?? cp.bootstrap_start_scn!;
+      if (fellOff(pos)) return fresh();
+      return { tracker: new WindowTracker({ prevScn: cp.prevScn, windowScn: cp.windowScn, windowOffset: cp.windowOffset }), skip: 0, bootstrap: { start: cp.bootstrap_start_scn, target: cp.bootstrap_target_scn, position: pos }, position: pos };
+    }
+    if (cp.windowScn === -1) {
+      const pos = oldest > 0 ? oldest - 1 : q.committedScn;
+      return { tracker: new WindowTracker({ prevScn: pos }), skip: 0, position: pos };
+    }
+    if (cp.windowScn > q.committedScn) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: windowScn ${cp.windowScn} is ahead of the head of ${q.name} (${q.committedScn})`);
+    if (cp.windowScn === 0 && canBootstrap) return fresh();
+    const pos = cp.windowOffset === -1 ? cp.windowScn : Math.max(0, cp.prevScn);
+    if (fellOff(pos)) return fresh();
+    return { tracker: new WindowTracker({ prevScn: pos, windowScn: cp.windowScn, windowOffset: cp.windowOffset }), skip: cp.windowOffset === -1 ? 0 : cp.windowOffset, position: pos };
+  }
 
   function plan(q: Queue, req: ConsumerRequest): { command: Command | 'default'; bookmark?: Bookmark; options: CommandOptions } {
     const command = (req.filters.get(COMMAND)?.data as Command | undefined) ?? 'default';
@@ -79,6 +117,14 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
     const q = s.queue;
     const { command, bookmark, options } = p;
     const sp: SowPlan = { command, options, completedMarker: false, annotate: req.annotate };
+    const cp = req.filters.get(CHECKPOINT)?.data as Checkpoint | undefined;
+    if (cp) {
+      const plan = checkpointPlan(q, cp, s.oldestLogScn, true);
+      sp.checkpoint = plan;
+      sp.command = 'subscribe';
+      sp.replayAfter = plan.position;
+      return new SowConsumer(s, req, sink, sp);
+    }
     if (bookmark) {
       if (command === 'subscribe' || command === 'default') {
         sp.replayAfter = replayStart(q, bookmark, resolvedScn ?? 0, options, s.oldestLogScn);
@@ -131,7 +177,7 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
     filters,
     openConsumer(queue, req, sink) {
       const p = plan(queue, req);
-      const hasCmd = req.filters.has(COMMAND) || req.filters.has(BOOKMARK) || req.filters.has(OPTIONS);
+      const hasCmd = req.filters.has(COMMAND) || req.filters.has(BOOKMARK) || req.filters.has(OPTIONS) || req.filters.has(CHECKPOINT);
       if (queue.structure instanceof SowStructure) {
         const s = queue.structure;
         if (p.bookmark && (p.bookmark.kind === 'time' || p.bookmark.kind === 'scn')) {
@@ -162,6 +208,19 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
       if (p.command === 'sow_and_subscribe') {
         marker('group_begin'); marker('group_end', queue.committedScn);
         return queue.structure.openConsumer(browse, markers, { startAfterScn: queue.committedScn, annotate });
+      }
+      const cp = req.filters.get(CHECKPOINT)?.data as Checkpoint | undefined;
+      if (cp) {
+        // Online only: every list entry is a window of one.
+        const plan = checkpointPlan(queue, cp, queue.structure.stats().oldestScn, false);
+        const tracker = plan.tracker;
+        return queue.structure.openConsumer(browse, markers, {
+          startAfterScn: plan.position,
+          annotate: (e) => {
+            tracker.pass(e.scn, undefined, e.ts);
+            return { ...annotate(e), 'x-opt-tm-checkpoint': encodeCheckpoint(tracker.online()) };
+          },
+        });
       }
       // subscribe, optionally from a bookmark (SCN or epoch/now on a list queue).
       let start = queue.committedScn;

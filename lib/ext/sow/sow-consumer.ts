@@ -19,6 +19,7 @@ import { rewriteMessage, indexSections, encodeMessage, decodeMessage } from '../
 import { typed } from '../../codec/amqp.js';
 import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
+import { encodeCheckpoint, type Checkpoint, type WindowTracker } from './checkpoint.js';
 import { SOW, HIST, sowKeyOf, parseHistKey } from './tables.js';
 import type { SowStructure, SowEvent } from './sow-structure.js';
 import type { Command, CommandOptions } from './options.js';
@@ -37,6 +38,16 @@ export interface SowPlan {
   completedMarker: boolean;
   /** Markers and annotations on (a tidemark: filter was used). */
   annotate: boolean;
+  /** Consumer checkpoints: every message carries x-opt-tm-checkpoint (wire.md 6). */
+  checkpoint?: CheckpointPlan;
+}
+
+export interface CheckpointPlan {
+  tracker: WindowTracker;
+  /** Events to pass without delivery (a mid-window resume). */
+  skip: number;
+  /** Bootstrapping: snapshot (unless `target` is known), then catch-up to the target, then online. */
+  bootstrap?: { start?: number; resumeAfterKey?: string; target?: number; position?: number };
 }
 
 interface Row { key: string; scn: number; ts: number; bytes: Buffer }
@@ -75,15 +86,16 @@ export class SowConsumer implements Consumer {
     this.#req = req;
     this.#sink = new MarkerSink(sink);
     this.#plan = plan;
-    this.#track = plan.command !== 'subscribe';
+    this.#track = plan.command !== 'subscribe' && !plan.checkpoint;
     this.#start();
   }
 
   #queryId(): string | undefined { return this.#plan.options.query_id; }
 
-  #marker(cmd: string, scn?: number): void {
+  #marker(cmd: string, scn?: number, cp?: Checkpoint): void {
     if (!this.#plan.annotate) return;
     const ann: Record<string, unknown> = { 'x-opt-tm-cmd': typed.symbol(cmd) };
+    if (cp) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(cp);
     if (scn !== undefined) ann['x-opt-tm-scn'] = typed.ulong(scn);
     if (this.#queryId() && cmd !== 'completed') ann['x-opt-tm-query-id'] = this.#queryId();
     this.#sink.marker(encodeMessage({ message_annotations: ann, body: null }));
@@ -92,6 +104,15 @@ export class SowConsumer implements Consumer {
   #start(): void {
     const p = this.#plan;
     const q = this.#s.queue;
+    const boot = p.checkpoint?.bootstrap;
+    if (boot && boot.target !== undefined) {
+      // Resuming a catch-up: events after the last one applied, up to the target, then online.
+      this.#position = boot.position ?? boot.start!;
+      this.#replayTarget = boot.target;
+      this.#enterEvents();
+      return;
+    }
+    if (boot) { this.#startBootstrapSnapshot(boot); return; }
     if (p.command === 'subscribe') {
       this.#position = p.replayAfter ?? q.committedScn;
       this.#replayTarget = q.committedScn;
@@ -123,6 +144,46 @@ export class SowConsumer implements Consumer {
     });
   }
   #groupEndScn = 0;
+
+  /** Bootstrap SNAPSHOT: current records in key order (after the resume key), at a quiescent point. */
+  #startBootstrapSnapshot(boot: NonNullable<CheckpointPlan['bootstrap']>): void {
+    const q = this.#s.queue;
+    q.ctx.committer.atQuiescentPoint(() => {
+      if (this.#closed) return;
+      const S = q.committedScn;
+      if (boot.start === undefined) {
+        boot.start = S;
+        // A fresh bootstrap: the consumer's position is the snapshot's SCN once caught up.
+        const t = this.#plan.checkpoint!.tracker;
+        t.prevScn = t.windowScn = S; t.windowOffset = -1;
+      }
+      this.#marker('group_begin', undefined, this.#snapshotCheckpoint(boot.resumeAfterKey));
+      this.#position = boot.start;
+      this.#groupEndScn = S;
+      this.#snapshotHandle = q.ctx.store.snapshot();
+      const prefix = queuePrefix(SOW, q.id);
+      const gt = boot.resumeAfterKey !== undefined ? Buffer.concat([prefix, Buffer.from(boot.resumeAfterKey, 'utf8')]) : undefined;
+      this.#snapshotCursor = q.ctx.store.cursor({ ...(gt ? { gt } : { gte: prefix }), lt: prefixEnd(prefix), snapshot: this.#snapshotHandle });
+      this.#phase = 'snapshot';
+      this.pump();
+    });
+  }
+
+  #snapshotCheckpoint(lastKey: string | undefined): Checkpoint {
+    const S = this.#plan.checkpoint!.bootstrap!.start!;
+    return { consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: S, prevScn: S, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: S, snapshot_offset: lastKey };
+  }
+
+  /** The checkpoint after event `ev` was consumed (tracker already advanced). */
+  #eventCheckpoint(ev: SowEvent): Checkpoint {
+    const cp = this.#plan.checkpoint!;
+    const online = cp.tracker.online();
+    const boot = cp.bootstrap;
+    if (boot && boot.target !== undefined && ev.scn < boot.target) {
+      return { ...online, consumption_mode: 'BOOTSTRAP_CATCHUP', bootstrap_since_scn: 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: ev.scn };
+    }
+    return online;
+  }
 
   #matches(env: MessageEnv): boolean {
     for (const pr of this.#req.predicates) if (!pr(env)) return false;
@@ -236,7 +297,8 @@ export class SowConsumer implements Consumer {
     return ann;
   }
 
-  #send(bytes: Buffer, ann: Record<string, unknown>): void {
+  #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent): void {
+    if (ev && this.#plan.checkpoint) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#eventCheckpoint(ev));
     const out = rewriteMessage(bytes, indexSections(bytes), null, ann);
     this.#s.queue.counters.delivered++;
     this.#sink.send(out, undefined, { settled: this.#sink.presettled });
@@ -292,18 +354,18 @@ export class SowConsumer implements Consumer {
     const oof = this.#plan.options.oof === true;
     const matches = this.#req.predicates.length === 0 || this.#matches(this.#envOf(ev));
     if (ev.op === 'delete') {
-      if (!this.#track) { if (matches) this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts)); return; }
+      if (!this.#track) { if (matches) this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev); return; }
       if (this.#delivered.delete(ev.key)) {
-        if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'deleted'));
-        else this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts));
+        if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'deleted'), ev);
+        else this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev);
       }
       return;
     }
     if (matches) {
       if (this.#track) this.#delivered.add(ev.key);
-      this.#send(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts));
+      this.#send(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts), ev);
     } else if (this.#track && this.#delivered.delete(ev.key) && oof) {
-      this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'));
+      this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev);
     }
   }
 
@@ -318,7 +380,9 @@ export class SowConsumer implements Consumer {
             if (this.#sortedLoaded || this.#admitRow(r)) {
               this.#sent++;
               if (this.#track) this.#delivered.add(r.key);
-              this.#send(r.bytes, this.#annotations('sow', r.scn, r.key, r.ts));
+              const ann = this.#annotations('sow', r.scn, r.key, r.ts);
+              if (this.#plan.checkpoint?.bootstrap) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#snapshotCheckpoint(r.key));
+              this.#send(r.bytes, ann);
             }
             continue;
           }
@@ -326,7 +390,13 @@ export class SowConsumer implements Consumer {
           const full = !this.#sortedLoaded && o.top_n !== undefined && this.#sent >= o.top_n;
           if (!this.#rowsDone && !full) { void this.#fetchSnapshot(); break; }
           if (full && !this.#rowsDone) { this.#rowsDone = true; void this.#releaseSnapshot(); }
-          this.#marker('group_end', this.#groupEndScn);
+          const boot = this.#plan.checkpoint?.bootstrap;
+          if (boot) {
+            // CATCHUP target: the head when the snapshot ends.
+            boot.target = this.#s.queue.committedScn;
+            this.#replayTarget = boot.target;
+            this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start });
+          } else this.#marker('group_end', this.#groupEndScn);
           this.#enterEvents();
           continue;
         }
@@ -334,14 +404,19 @@ export class SowConsumer implements Consumer {
           const ev = this.#nextEvent();
           if (ev === 'wait') break;
           if (!ev) {
-            if (this.#plan.completedMarker && !this.#completedSent && this.#position >= this.#replayTarget) {
+            if ((this.#plan.completedMarker || this.#plan.checkpoint?.bootstrap) && !this.#completedSent && this.#position >= this.#replayTarget) {
               this.#completedSent = true;
-              this.#marker('completed', this.#position);
+              this.#marker('completed', this.#position, this.#plan.checkpoint?.tracker.online());
               continue;
             }
             break;
           }
           this.#position = ev.scn;
+          const cp = this.#plan.checkpoint;
+          if (cp) {
+            cp.tracker.pass(ev.scn, ev.w, ev.ts);
+            if (cp.skip > 0) { cp.skip--; continue; }
+          }
           this.#handleEvent(ev);
           continue;
         }

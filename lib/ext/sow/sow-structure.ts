@@ -39,6 +39,8 @@ export interface SowEvent {
 }
 
 interface SowRecord { scn: number; ts: number; bytes: Buffer; lastKeptTs?: number }
+/** One prepared change of a key's record (see SowStructure.#settle). */
+interface PendingChange { before: SowRecord | undefined; after: SowRecord | undefined; state: 'pending' | 'done' | 'failed' }
 
 export interface SowSettings {
   key: KeySpec;
@@ -147,9 +149,14 @@ export class SowStructure implements QueueStructure {
     if (op === 'delete') { if (prev) { this.records.delete(key); this.#bytes -= prev.bytes.length; } }
     else { this.records.set(key, { scn, ts, bytes, lastKeptTs }); this.#bytes += bytes.length - (prev?.bytes.length ?? 0); }
     const ev: SowEvent = { scn, ts, op, key, bytes, w: windowEnd };
+    const pend: PendingChange = { before: prev, after: this.records.get(key), state: 'pending' };
+    let chain = this.#pending.get(key);
+    if (!chain) this.#pending.set(key, chain = []);
+    chain.push(pend);
     return {
       ops,
       committed: () => {
+        this.#settle(key, pend, 'done');
         this.historyVersions += histAdded;
         this.logCount++;
         if (this.oldestLogScn === 0) this.oldestLogScn = scn;
@@ -157,12 +164,40 @@ export class SowStructure implements QueueStructure {
         if (this.ring.length > RING_CAPACITY) this.#trimRing(this.ring.length - RING_CAPACITY);
         for (const s of this.#subscribers) s.wake();
       },
-      failed: () => {
-        const cur = this.records.get(key);
-        if (cur) this.#bytes -= cur.bytes.length;
-        if (prev) { this.records.set(key, prev); this.#bytes += prev.bytes.length; } else this.records.delete(key);
-      },
+      failed: () => this.#settle(key, pend, 'failed'),
     };
+  }
+
+  /**
+   * Changes to a key's record prepared but not yet durable, oldest first. Restoring just
+   * `prev` on failure was wrong twice over: the committer runs a failed batch's callbacks
+   * oldest first, so two events on one key in one batch ended on the first one's (never
+   * written) record; and an event of the next batch, prepared on top of a failing one, was
+   * overwritten by the undo (or later restored the failed record as its `prev`).
+   */
+  readonly #pending = new Map<string, PendingChange[]>();
+
+  #settle(key: string, p: PendingChange, state: 'done' | 'failed'): void {
+    p.state = state;
+    const chain = this.#pending.get(key);
+    if (!chain) return;
+    if (state === 'failed') {
+      // The record is the newest change still standing (pending or durable), else what was
+      // durable before them all.
+      let target = chain[0].before;
+      for (let i = chain.length - 1; i >= 0; i--) if (chain[i].state !== 'failed') { target = chain[i].after; break; }
+      const cur = this.records.get(key);
+      if (cur !== target) {
+        if (cur) this.#bytes -= cur.bytes.length;
+        if (target) { this.records.set(key, target); this.#bytes += target.bytes.length; } else this.records.delete(key);
+      }
+    }
+    // Drop settled changes from the front; a failed one hands its `before` on.
+    while (chain.length && chain[0].state !== 'pending') {
+      const first = chain.shift()!;
+      if (first.state === 'failed' && chain.length) chain[0].before = first.before;
+    }
+    if (chain.length === 0) this.#pending.delete(key);
   }
 
   /** Every committed event with SCN > ringFloor is in the ring. */

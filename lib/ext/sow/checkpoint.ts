@@ -1,0 +1,118 @@
+/**
+ * Consumer checkpoints (wire.md 6, semantics.md 8), after Databus's Checkpoint: the map a
+ * consumer persists after each message and sends back to resume with no gap and no
+ * duplicate at window granularity. A window is a transaction's events (contiguous SCNs,
+ * identified by the last) or one plain publish.
+ */
+import { TidemarkError, Conditions } from '../../core/errors.js';
+import { typed } from '../../codec/amqp.js';
+
+export const MODES = ['ONLINE_CONSUMPTION', 'BOOTSTRAP_SNAPSHOT', 'BOOTSTRAP_CATCHUP'] as const;
+export type Mode = (typeof MODES)[number];
+
+export interface Checkpoint {
+  consumption_mode: Mode;
+  /** SCN (last SCN) of the current window; -1 = flexible (start at the oldest retained event). */
+  windowScn: number;
+  /** SCN of the last fully consumed window; -1 = unknown. */
+  prevScn: number;
+  /** Events of window windowScn consumed; -1 = the whole window. */
+  windowOffset: number;
+  /** Broker time of the last consumed event, ns. */
+  tsNsecs?: number;
+  bootstrap_since_scn?: number;
+  bootstrap_start_scn?: number;
+  bootstrap_target_scn?: number;
+  /** Last SOW key sent in the snapshot phase (the snapshot resumes after it). */
+  snapshot_offset?: string;
+  /** Last SCN applied in the catch-up phase. */
+  catchup_offset?: number;
+}
+
+const bad = (field: string, why: string) => new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: ${field} ${why}`);
+
+function unwrap(v: unknown): unknown { return v && typeof v === 'object' && 'value' in (v as any) && !Array.isArray(v) ? (v as any).value : v; }
+
+function int(field: string, v: unknown, min: number, optional = false): number | undefined {
+  v = unwrap(v);
+  if (v === undefined || v === null) { if (optional) return undefined; throw bad(field, 'is missing'); }
+  // rhea hands a long beyond 2^53 over as its 8 bytes.
+  if (Buffer.isBuffer(v) && v.length === 8) v = v.readBigInt64BE(0);
+  const n = typeof v === 'bigint' ? Number(v) : typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < min) throw bad(field, `must be an integer >= ${min}, got ${JSON.stringify(typeof v === 'bigint' ? v.toString() : v)}`);
+  return n;
+}
+
+/** Validates a received checkpoint (map or JSON text); errors name the field. */
+export function parseCheckpoint(v: unknown): Checkpoint {
+  if (typeof v === 'string') { try { v = JSON.parse(v); } catch { throw bad('value', 'must be a map or JSON text of one'); } }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw bad('value', 'must be a map');
+  const m = v as Record<string, unknown>;
+  const known = new Set(['consumption_mode', 'windowScn', 'prevScn', 'windowOffset', 'tsNsecs', 'bootstrap_since_scn', 'bootstrap_start_scn', 'bootstrap_target_scn', 'snapshot_offset', 'catchup_offset', 'bootstrap_snapshot_source_index', 'snapshot_source', 'catchup_source', 'bootstrap_start_tsnsecs']);
+  for (const k of Object.keys(m)) if (!known.has(k)) throw bad(k, 'is not a checkpoint field');
+  const mode = String(unwrap(m.consumption_mode) ?? 'ONLINE_CONSUMPTION') as Mode;
+  if (!MODES.includes(mode)) throw bad('consumption_mode', `must be one of ${MODES.join(', ')}, got ${JSON.stringify(mode)}`);
+  const cp: Checkpoint = {
+    consumption_mode: mode,
+    windowScn: int('windowScn', m.windowScn ?? -1, -1)!,
+    prevScn: int('prevScn', m.prevScn ?? -1, -1)!,
+    windowOffset: int('windowOffset', m.windowOffset ?? -1, -1)!,
+    tsNsecs: int('tsNsecs', m.tsNsecs, -1, true),
+    bootstrap_since_scn: int('bootstrap_since_scn', m.bootstrap_since_scn, 0, true),
+    bootstrap_start_scn: int('bootstrap_start_scn', m.bootstrap_start_scn, 0, true),
+    bootstrap_target_scn: int('bootstrap_target_scn', m.bootstrap_target_scn, -1, true),
+    catchup_offset: int('catchup_offset', m.catchup_offset, -1, true),
+  };
+  const so = unwrap(m.snapshot_offset);
+  if (so !== undefined && so !== null) { if (typeof so !== 'string') throw bad('snapshot_offset', 'must be a string (the last SOW key read)'); cp.snapshot_offset = so; }
+  if (mode === 'ONLINE_CONSUMPTION') {
+    if (cp.windowScn === -1) {
+      if (cp.tsNsecs !== undefined && cp.tsNsecs > 0) throw bad('tsNsecs', 'must be -1 or absent on a flexible checkpoint (windowScn = -1)');
+    } else {
+      if (cp.prevScn > cp.windowScn) throw bad('prevScn', `(${cp.prevScn}) must not exceed windowScn (${cp.windowScn})`);
+      if (cp.windowOffset === -1 && cp.prevScn !== cp.windowScn && cp.prevScn !== -1) throw bad('prevScn', 'must equal windowScn when windowOffset = -1 (the window is fully consumed)');
+    }
+  } else {
+    if (cp.bootstrap_start_scn === undefined) throw bad('bootstrap_start_scn', `is required in ${mode}`);
+    if (mode === 'BOOTSTRAP_CATCHUP' && cp.bootstrap_target_scn === undefined) throw bad('bootstrap_target_scn', 'is required in BOOTSTRAP_CATCHUP');
+  }
+  return cp;
+}
+
+/** The checkpoint as an AMQP map for `x-opt-tm-checkpoint`. */
+export function encodeCheckpoint(cp: Checkpoint): unknown {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(cp)) {
+    if (v === undefined) continue;
+    out[k] = typeof v === 'number' ? typed.long(v) : v;
+  }
+  return typed.map(out);
+}
+
+/** Follows windows as events pass, to say what a consumer has consumed after each one. */
+export class WindowTracker {
+  /** Last fully consumed window. */
+  prevScn: number;
+  windowScn: number;
+  windowOffset: number;
+  tsNsecs: number | undefined;
+
+  constructor(start: { prevScn: number; windowScn?: number; windowOffset?: number }) {
+    this.prevScn = start.prevScn;
+    this.windowScn = start.windowScn ?? start.prevScn;
+    this.windowOffset = start.windowOffset ?? -1;
+  }
+
+  /** Records that the event `scn` of window `w` (undefined = window of one) was consumed. */
+  pass(scn: number, w: number | undefined, ts: number): void {
+    const W = w ?? scn;
+    if (W !== this.windowScn || this.windowOffset === -1) { this.windowScn = W; this.windowOffset = 0; }
+    this.windowOffset++;
+    if (scn >= W) { this.prevScn = W; this.windowOffset = -1; }
+    this.tsNsecs = ts * 1_000_000;
+  }
+
+  online(): Checkpoint {
+    return { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: this.windowScn, prevScn: this.prevScn, windowOffset: this.windowOffset, tsNsecs: this.tsNsecs };
+  }
+}

@@ -1,0 +1,124 @@
+import { expect } from 'chai';
+import { useBroker } from '../support/broker.js';
+import { connect, openReceiver, collect, send, openSender, sendAll, sleep, type Received } from '../support/client.js';
+import { tmFilters, cmdOf, scnOf, keyOf, bodyJson, sowQuery, checkpointOf } from '../support/sow-client.js';
+import { runRetention } from '../../lib/ext/sow/index.js';
+
+const sowQ = (name: string, args: Record<string, unknown> = {}) => ({ address: name, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id', ...args } });
+const rec = (id: string, v: number) => ({ body: JSON.stringify({ id, v }) });
+const FLEX = { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: -1, prevScn: -1, windowOffset: -1 };
+
+/** Plain JS copy of a checkpoint annotation (rhea gives a map with typed longs unwrapped). */
+const plainCp = (m: Received) => JSON.parse(JSON.stringify(checkpointOf(m), (_k, v) => {
+  if (typeof v === 'bigint') return Number(v);
+  // rhea decodes a long beyond 2^53 (tsNsecs) as its 8 bytes
+  if (v && v.type === 'Buffer' && Array.isArray(v.data) && v.data.length === 8) return Number(Buffer.from(v.data).readBigInt64BE(0));
+  return v;
+}));
+
+async function read(url: string, q: string, checkpoint: unknown, opts: { count?: number; until?: (m: Received) => boolean; idleMs?: number } = {}): Promise<Received[]> {
+  const c = await connect(url);
+  try {
+    const rcv = await openReceiver(c, { address: q, filter: tmFilters({ checkpoint }) });
+    return await collect(rcv, { idleMs: opts.idleMs ?? 700, credit: 200, count: opts.count, until: opts.until });
+  } finally { await c.close(); }
+}
+
+/** Applies a checkpoint stream to a state map, as a Databus consumer would. */
+function apply(state: Map<string, number>, msgs: Received[]): void {
+  for (const m of msgs) {
+    const cmd = cmdOf(m);
+    const cp = checkpointOf(m) as any;
+    if (cmd === 'group_begin' && cp?.consumption_mode === 'BOOTSTRAP_SNAPSHOT' && cp.snapshot_offset === undefined) state.clear();
+    if (cmd === 'sow' || cmd === 'publish') state.set(keyOf(m), bodyJson(m).v);
+    if (cmd === 'delete') state.delete(keyOf(m));
+  }
+}
+
+describe('consumer checkpoints and bootstrap (semantics.md 8, wire.md 6)', function () {
+  this.timeout(60000);
+  const b = useBroker();
+
+  it('every message carries its checkpoint; re-attaching with any of them resumes with no gap and no duplicate', async function () {
+    const url = b.get().url;
+    await send(url, sowQ('cp.online'), Array.from({ length: 20 }, (_, i) => rec(`k${i % 5}`, i)));
+    const first = await read(url, 'cp.online', FLEX, { count: 7 });
+    expect(first.map(scnOf)).to.deep.equal([1, 2, 3, 4, 5, 6, 7]);
+    const cp7 = plainCp(first[6]);
+    expect(cp7).to.include({ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 7, prevScn: 7, windowOffset: -1 });
+    const rest = await read(url, 'cp.online', cp7);
+    expect(rest.map(scnOf)).to.deep.equal(Array.from({ length: 13 }, (_, i) => i + 8));
+    // a checkpoint as JSON text works the same way
+    const fromJson = await read(url, 'cp.online', JSON.stringify(plainCp(rest[10])));
+    expect(fromJson.map(scnOf)).to.deep.equal([19, 20]);
+  });
+
+  it('invalid checkpoints are amqp:invalid-field naming the field', async function () {
+    const url = b.get().url;
+    await send(url, sowQ('cp.bad'), [rec('a', 1)]);
+    const c = await connect(url);
+    try {
+      for (const [cp, field] of [
+        [{ consumption_mode: 'SIDEWAYS', windowScn: 1, prevScn: 1, windowOffset: -1 }, 'consumption_mode'],
+        [{ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 1, prevScn: 2, windowOffset: 0 }, 'prevScn'],
+        [{ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 'x', prevScn: 1, windowOffset: -1 }, 'windowScn'],
+        [{ consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: 1, prevScn: 1, windowOffset: -1, bootstrap_start_scn: 1 }, 'bootstrap_target_scn'],
+        [{ colour: 'red' }, 'colour'],
+      ] as const) {
+        let err: any;
+        try { await openReceiver(c, { address: 'cp.bad', filter: tmFilters({ checkpoint: cp }) }); } catch (e) { err = e; }
+        expect(err?.condition, JSON.stringify(cp)).to.equal('amqp:invalid-field');
+        expect(err?.message).to.contain(field);
+      }
+    } finally { await c.close(); }
+  });
+
+  it('a position older than the log on a queue without SOW is tidemark:scn-not-found', async function () {
+    const url = b.get().url;
+    await send(url, { address: 'cp.plain', capabilities: ['create-on-demand'], dynamic_node_properties: { 'qpid.browse-only': true, 'qpid.max_count': 3, 'qpid.policy_type': 'ring' } }, Array.from({ length: 10 }, (_, i) => ({ body: i })));
+    const c = await connect(url);
+    try {
+      let err: any;
+      try { await openReceiver(c, { address: 'cp.plain', filter: tmFilters({ checkpoint: { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 2, prevScn: 2, windowOffset: -1 } }) }); } catch (e) { err = e; }
+      expect(err?.condition).to.equal('tidemark:scn-not-found');
+    } finally { await c.close(); }
+    const ok = await read(url, 'cp.plain', { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 8, prevScn: 8, windowOffset: -1 });
+    expect(ok.map((m) => m.message.body)).to.deep.equal([8, 9]);
+  });
+
+  it('falling off the log bootstraps (snapshot, catch-up, online) while a publisher writes; state ends equal to the SOW', async function () {
+    const url = b.get().url;
+    const q = 'cp.boot';
+    await send(url, sowQ(q, { 'log.max_count': 20 }), Array.from({ length: 60 }, (_, i) => rec(`k${i % 15}`, i)));
+    await runRetention(b.get().broker);
+    const pc = await connect(url);
+    const sender = await openSender(pc, { address: q });
+    let stop = false, n = 1000;
+    const publisher = (async () => { while (!stop && n < 1300) { await sendAll(sender, [rec(`k${n % 15}`, n), rec(`x${n % 7}`, n)]); n++; } })();
+    const state = new Map<string, number>();
+    // first pass: a consumer that fell off, killed mid-snapshot after 5 records
+    const part1 = await read(url, q, { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 3, prevScn: 3, windowOffset: -1 }, { until: (m) => cmdOf(m) === 'sow' && Number(plainCp(m).snapshot_offset !== undefined) === 1 && (checkpointOf(m) as any).snapshot_offset === 'k12' });
+    expect(cmdOf(part1[0])).to.equal('group_begin');
+    expect(plainCp(part1[0]).consumption_mode).to.equal('BOOTSTRAP_SNAPSHOT');
+    apply(state, part1);
+    const cpSnap = plainCp(part1[part1.length - 1]);
+    expect(cpSnap).to.include({ consumption_mode: 'BOOTSTRAP_SNAPSHOT', snapshot_offset: 'k12' });
+    // second pass: resume the snapshot, then stop somewhere in catch-up or online
+    const part2 = await read(url, q, cpSnap, { count: 12 });
+    apply(state, part2);
+    const last = part2[part2.length - 1];
+    expect(keyOf(part2[0]) > 'k12' || cmdOf(part2[0]) === 'group_begin').to.equal(true);
+    // third pass: resume from the last checkpoint and read until quiet
+    stop = true;
+    await publisher;
+    await pc.close();
+    const part3 = await read(url, q, plainCp(last), { idleMs: 1500 });
+    apply(state, part3);
+    const final = await sowQuery(url, q);
+    expect(Object.fromEntries(state)).to.deep.equal(Object.fromEntries(final.records.map((m) => [keyOf(m), bodyJson(m).v])));
+    const modes = [...part2, ...part3].map((m) => (checkpointOf(m) as any)?.consumption_mode).filter(Boolean);
+    expect(modes[modes.length - 1]).to.equal('ONLINE_CONSUMPTION');
+  });
+});
+
+void sleep;
