@@ -30,6 +30,7 @@ if (argv['http-port'] !== undefined || argv.http !== undefined) overrides.http =
 try {
   const broker = await startBroker({ configFile: argv.config, overrides });
   for (const url of broker.urls) process.stdout.write(`Tidemark listening on ${url}\n`);
+  if (broker.httpUrl) process.stdout.write(`Tidemark metrics and console on ${broker.httpUrl}\n`);
   let stopping = false;
   const stop = async (sig: string) => {
     if (stopping) return;

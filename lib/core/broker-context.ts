@@ -18,4 +18,8 @@ export interface BrokerContext {
   queueInfo(q: Queue): Record<string, unknown>;
   /** Connection and link counts, for metrics. */
   readonly stats: { connections: number; links: number };
+  /** Listening AMQP URLs, amqp first; empty until the listener is up (after extensions start). */
+  readonly urls: readonly string[];
+  /** URL of the HTTP listener (metrics, health, console), set by the `http` extension; undefined when off. */
+  httpUrl?: string;
 }

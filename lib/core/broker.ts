@@ -6,7 +6,7 @@ import { loadConfig, type BrokerConfig } from './config.js';
 import { systemClock, type Clock } from './clock.js';
 import { Store } from './storage/store.js';
 import { Committer } from './storage/committer.js';
-import { ExtensionRegistry, type Extension, type ConsumerRequest, type ParsedFilter } from './extensions.js';
+import { ExtensionRegistry, type Extension, type ConsumerRequest, type ParsedFilter, type AuthAction } from './extensions.js';
 import { NodeRegistry } from './node-registry.js';
 import { AmqpServer, type ProtocolBackend } from './protocol/server.js';
 import type { BrokerContext } from './broker-context.js';
@@ -14,7 +14,7 @@ import type { Queue } from './queue/queue.js';
 import type { InboundMessage } from './queue/inbound.js';
 import type { Consumer, DeliverySink } from './queue/delivery.js';
 import { TidemarkError, Conditions } from './errors.js';
-import { verifyPassword } from './auth.js';
+import { verifyPasswordAsync } from './auth.js';
 import { setLogLevel, logger } from './log.js';
 import type { RheaSink } from './protocol/sink.js';
 
@@ -42,6 +42,8 @@ export class Broker implements BrokerContext, ProtocolBackend {
   #server!: AmqpServer;
   /** Listening URLs, amqp first. */
   urls: string[] = [];
+  /** HTTP listener URL (metrics, console), set by the `http` extension; undefined when off. */
+  httpUrl?: string;
   #stopped = false;
 
   private constructor(config: BrokerConfig, clock: Clock) {
@@ -57,6 +59,10 @@ export class Broker implements BrokerContext, ProtocolBackend {
       const make = opts.catalogue[name];
       if (!make) throw new TidemarkError(Conditions.invalidField, `config.extensions: unknown extension ${name} (known: ${Object.keys(opts.catalogue).join(', ')})`);
       b.extensions.register(make());
+    }
+    // An ACL in the config with nothing to enforce it would be a silent hole: refuse to start.
+    if ((config.acl.rules.length > 0 || config.acl.default === 'deny') && !b.extensions.authorizes) {
+      throw new TidemarkError(Conditions.invalidField, 'config.acl: rules are configured but no authorizing extension is enabled (add "acl" to config.extensions)');
     }
     b.store = await Store.open(config.dataDir);
     b.committer = new Committer(b.store, config.commit.maxBatch);
@@ -100,6 +106,13 @@ export class Broker implements BrokerContext, ProtocolBackend {
 
   resolveNode(address: string, opts: { createOnDemand: boolean; properties: Record<string, unknown>; role: 'sender' | 'receiver'; user: string }): Queue {
     const existing = this.nodes.get(address);
+    // Authorization (ACL, docs/security.md), before anything is created: a client sender
+    // (our role receiver; also each anonymous-relay message) needs publish; a client
+    // receiver needs consume or browse (the exact mode: authorizeConsumer); making a missing
+    // queue needs create.
+    if (opts.role === 'receiver') this.#require(opts.user, 'publish', address);
+    else if (!this.#can(opts.user, 'consume', address) && !this.#can(opts.user, 'browse', address)) this.#require(opts.user, 'browse', address);
+    if (!existing && (opts.createOnDemand || this.config.autoCreateQueues)) this.#require(opts.user, 'create', address);
     if (opts.createOnDemand) {
       const durable = opts.properties.durable === undefined ? true : opts.properties.durable === true || opts.properties.durable === 'True' || opts.properties.durable === 'true';
       return this.nodes.declare(address, { durable, arguments: opts.properties }).queue;
@@ -122,7 +135,30 @@ export class Broker implements BrokerContext, ProtocolBackend {
     return { symbol: spec.symbol, parsed: spec.parse(value, { queue }) };
   }
 
+  /**
+   * ACL for a receiving link: move needs consume; without consume but with browse, move is
+   * downgraded to copy (browse-only by ACL: the reader removes nothing); copy needs browse
+   * (consume implies it). Temporary queues belong to their link and are not checked.
+   * Throws `amqp:unauthorized-access`; idempotent.
+   */
+  authorizeConsumer(queue: Queue, req: ConsumerRequest): void {
+    if (queue.def.temporary) return;
+    if (req.mode === 'move' && !this.#can(req.user, 'consume', queue.name)) {
+      this.#require(req.user, 'browse', queue.name);
+      req.mode = 'copy';
+    } else if (req.mode === 'copy') {
+      this.#require(req.user, 'browse', queue.name);
+    }
+  }
+
+  #can(user: string, action: AuthAction, queue: string): boolean { return this.extensions.authorize(user, action, queue); }
+
+  #require(user: string, action: AuthAction, queue: string): void {
+    if (!this.#can(user, action, queue)) throw new TidemarkError(Conditions.unauthorized, `user ${user} may not ${action} queue ${queue}`);
+  }
+
   openConsumer(queue: Queue, req: ConsumerRequest, sink: RheaSink | DeliverySink): Consumer {
+    this.authorizeConsumer(queue, req); // again here, whoever calls (server.ts already did, before its attach reply)
     for (const ext of this.extensions.all) {
       const c = ext.openConsumer?.(queue, req, sink);
       if (c) return c;
@@ -143,7 +179,8 @@ export class Broker implements BrokerContext, ProtocolBackend {
     return undefined;
   }
 
-  authenticate(user: string, password: string): boolean {
-    return verifyPassword(this.config.auth.users[user], password);
+  /** SASL PLAIN; async so scrypt runs off the event loop. */
+  authenticate(user: string, password: string): Promise<boolean> {
+    return verifyPasswordAsync(Object.hasOwn(this.config.auth.users, user) ? this.config.auth.users[user] : undefined, password);
   }
 }

@@ -12,6 +12,23 @@ export interface UserConfig {
   password?: string;
   scrypt?: string;
 }
+/** One ACL rule (lib/ext/acl, docs/security.md): the first rule matching user and queue decides. */
+export interface AclRule {
+  /** A user name, `*` (everyone, anonymous included) or `@group` (acl.groups). */
+  user: string;
+  /** Queue-name glob: `*` any run of characters, `?` one character. */
+  queue: string;
+  allow: Array<'create' | 'publish' | 'consume' | 'browse' | 'manage'>;
+}
+export interface AclConfig {
+  rules: AclRule[];
+  /** When no rule matches. Default allow. */
+  default: 'allow' | 'deny';
+  /** Optional groups for `@group` rules: name -> user names. */
+  groups?: Record<string, string[]>;
+}
+const ACL_ACTIONS = ['create', 'publish', 'consume', 'browse', 'manage'];
+
 export interface BrokerConfig {
   /** AMQP listener. Default 127.0.0.1:5672. Port 0 picks a free port. */
   listen: { host: string; port: number };
@@ -23,6 +40,8 @@ export interface BrokerConfig {
   autoCreateQueues: boolean;
   /** ANONYMOUS: true, false, or "loopback" (only for connections from 127.0.0.0/8 and ::1). */
   auth: { anonymous: boolean | 'loopback'; users: Record<string, UserConfig> };
+  /** Per-user queue ACLs, enforced by the `acl` extension. Default: no rules, allow. */
+  acl: AclConfig;
   limits: {
     /** Advertised max-frame-size in bytes. Default 1 MiB. */
     maxFrameSize: number;
@@ -70,8 +89,26 @@ const shape: { [k: string]: Shape } = {
     anonymous: (v, at) => { if (v !== true && v !== false && v !== 'loopback') throw new ConfigError(`${at}: expected true, false or "loopback"`); },
     users: (v, at) => {
       if (!isObj(v)) throw new ConfigError(`${at}: expected an object of users`);
-      for (const [u, spec] of Object.entries(v)) check(spec, { password: 'string', scrypt: 'string' }, `${at}.${u}`, true);
+      for (const [u, spec] of Object.entries(v)) {
+        check(spec, { password: 'string', scrypt: 'string' }, `${at}.${u}`, true);
+        // A malformed hash would silently lock the user out: refuse it at load.
+        const h = (spec as UserConfig).scrypt;
+        if (h !== undefined && !/^scrypt\$\d+\$\d+\$\d+\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$/.test(h)) throw new ConfigError(`${at}.${u}.scrypt: expected scrypt$N$r$p$salt$hash (tidemark-config hash-password)`);
+      }
     },
+  },
+  acl: (v, at) => {
+    if (!isObj(v)) throw new ConfigError(`${at}: expected an object {rules, default, groups?}`);
+    check(v, { rules: 'array', default: 'string', groups: 'object' }, at, true);
+    // Partial here (a file or overrides may give only rules): conf/broker.json supplies both keys.
+    if ('default' in v && v.default !== 'allow' && v.default !== 'deny') throw new ConfigError(`${at}.default: expected "allow" or "deny"`);
+    ((v.rules ?? []) as unknown[]).forEach((r, i) => {
+      check(r, { user: 'string', queue: 'string', allow: 'array' }, `${at}.rules[${i}]`);
+      for (const a of (r as AclRule).allow) if (!ACL_ACTIONS.includes(a)) throw new ConfigError(`${at}.rules[${i}].allow: unknown action ${JSON.stringify(a)} (known: ${ACL_ACTIONS.join(', ')})`);
+    });
+    for (const [g, members] of Object.entries((v.groups ?? {}) as Record<string, unknown>)) {
+      if (!Array.isArray(members) || members.some((m) => typeof m !== 'string')) throw new ConfigError(`${at}.groups.${g}: expected an array of user names`);
+    }
   },
   limits: {
     maxFrameSize: 'number', maxMessageSize: 'number', maxConnections: 'number', maxSessionsPerConnection: 'number',

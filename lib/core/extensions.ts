@@ -77,8 +77,17 @@ export interface ManagementResponse { statusCode: number; statusDescription: str
 /** Handles a message sent to a service address; `done` settles it (error = rejected). */
 export type ServiceHandler = (msg: InboundMessage, user: string, done: (err?: import('./errors.js').TidemarkError) => void) => void;
 
+/** What a user may do to a queue (ACL actions, docs/security.md). */
+export type AuthAction = 'create' | 'publish' | 'consume' | 'browse' | 'manage';
+
 export interface Extension {
   readonly name: string;
+  /**
+   * Authorization (lib/ext/acl): may `user` do `action` on the queue named `queue`? true =
+   * allow, false = deny (`amqp:unauthorized-access`), undefined = no opinion. The first
+   * extension with a decisive answer wins; when none has one, the action is allowed.
+   */
+  authorize?(user: string, action: AuthAction, queue: string): boolean | undefined;
   /** Queue arguments this extension claims. */
   queueArguments?: QueueArgumentSpec[];
   /** Cross-argument rules over the parsed arguments; throw an Error whose message names the argument. */
@@ -127,6 +136,16 @@ export class ExtensionRegistry {
   }
 
   get all(): readonly Extension[] { return this.#exts; }
+  /** True when some extension authorizes (an ACL is active). */
+  get authorizes(): boolean { return this.#exts.some((e) => e.authorize); }
+  /** First decisive answer of the extensions' `authorize`; allowed when none decides. */
+  authorize(user: string, action: AuthAction, queue: string): boolean {
+    for (const e of this.#exts) {
+      const r = e.authorize?.(user, action, queue);
+      if (r !== undefined) return r;
+    }
+    return true;
+  }
   argument(name: string): QueueArgumentSpec | undefined { return this.#args.get(name)?.spec; }
   get argumentNames(): string[] { return [...this.#args.keys()]; }
   /** A filter by its symbolic descriptor, or its numeric descriptor as a decimal string. */

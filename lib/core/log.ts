@@ -1,13 +1,25 @@
 /**
- * Minimal structured logger: one JSON object per line on stderr, levels from config.
- * A namespace per subsystem (`tidemark:protocol`, `tidemark:engine`, ...).
+ * Structured logging through pino: one JSON object per line on stderr, levels from config
+ * (`logLevel`, `--log-level`, or TIDEMARK_LOG_LEVEL before the config is read). A namespace
+ * per subsystem (`tidemark:protocol`, `tidemark:engine`, ...) as the `ns` field.
+ *
+ * Why pino: structured JSON lines that log shippers read as they are, real levels (with
+ * `silent`), and it is the fastest of the kept Node loggers (no formatting on the hot path,
+ * level checks before any work). Callers keep the small `logger(ns).info(msg, fields)` API,
+ * so the library stays behind this one file.
+ *
+ * A line looks like {"level":"info","time":"2025-…Z","ns":"tidemark:protocol","msg":"connection open",…}.
+ * Errors in fields become {type, message, stack, cause}; bigints become strings.
+ * Message bodies never appear above `debug`: a `body` field (or `message.body`) is replaced
+ * by "[omitted]" at info, warn and error.
  */
-export type LogLevel = 'silent' | 'error' | 'warn' | 'info' | 'debug';
-const order: Record<LogLevel, number> = { silent: 0, error: 1, warn: 2, info: 3, debug: 4 };
-let current: LogLevel = (process.env.TIDEMARK_LOG_LEVEL as LogLevel) in order ? (process.env.TIDEMARK_LOG_LEVEL as LogLevel) : 'info';
+import pino, { type Logger as PinoLogger, type DestinationStream } from 'pino';
 
-export function setLogLevel(level: LogLevel): void { current = level; }
-export function getLogLevel(): LogLevel { return current; }
+export type LogLevel = 'silent' | 'error' | 'warn' | 'info' | 'debug';
+const levels: readonly LogLevel[] = ['silent', 'error', 'warn', 'info', 'debug'];
+
+const envLevel = process.env.TIDEMARK_LOG_LEVEL as LogLevel;
+let current: LogLevel = levels.includes(envLevel) ? envLevel : 'info';
 
 export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
@@ -16,19 +28,75 @@ export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
 }
 
-function emit(level: LogLevel, ns: string, msg: string, fields?: Record<string, unknown>): void {
-  if (order[level] > order[current]) return;
-  const rec: Record<string, unknown> = { time: new Date().toISOString(), level, ns, msg };
-  if (fields) for (const [k, v] of Object.entries(fields)) rec[k] = v instanceof Error ? { message: v.message, stack: v.stack, cause: (v as any).cause?.message } : v;
-  process.stderr.write(JSON.stringify(rec, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)) + '\n');
+let root: PinoLogger | undefined;
+/** Children by namespace: pino copies the level at child creation, so setLogLevel updates each. */
+const children = new Map<string, PinoLogger>();
+
+function makeRoot(dest?: DestinationStream): PinoLogger {
+  return pino({
+    level: current,
+    base: null, // no pid/hostname: one broker per process, the supervisor knows both
+    messageKey: 'msg',
+    serializers: { err: (v: unknown) => v }, // errors are serialised in prepare(), whatever their key
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+  }, dest ?? pino.destination({ fd: 2, sync: true })); // sync: lines survive process.exit and kill
+}
+
+function rootLogger(): PinoLogger {
+  return (root ??= makeRoot());
+}
+
+function child(ns: string): PinoLogger {
+  let c = children.get(ns);
+  if (!c) { c = rootLogger().child({ ns }); c.level = current; children.set(ns, c); }
+  return c;
+}
+
+export function setLogLevel(level: LogLevel): void {
+  if (!levels.includes(level)) throw new TypeError(`log level ${level}: expected one of ${levels.join(', ')}`);
+  current = level;
+  if (root) root.level = level;
+  for (const c of children.values()) c.level = level;
+}
+export function getLogLevel(): LogLevel { return current; }
+
+/** Sends every logger's output to `dest` (tests); undefined restores stderr. */
+export function setLogDestination(dest?: DestinationStream): void {
+  root = makeRoot(dest);
+  const names = [...children.keys()];
+  children.clear();
+  for (const ns of names) child(ns);
+}
+
+function serialiseError(e: Error): Record<string, unknown> {
+  const cause = (e as { cause?: unknown }).cause;
+  return {
+    type: e.name, message: e.message, stack: e.stack,
+    ...((e as { code?: unknown }).code !== undefined ? { code: (e as { code?: unknown }).code } : {}),
+    ...(cause !== undefined ? { cause: cause instanceof Error ? cause.message : String(cause) } : {}),
+  };
+}
+
+function prepare(fields: Record<string, unknown>, hideBody: boolean): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(fields)) {
+    if (hideBody && k === 'body' && v !== undefined) out[k] = '[omitted]';
+    else if (hideBody && k === 'message' && v && typeof v === 'object' && 'body' in v) out[k] = { ...(v as object), body: '[omitted]' };
+    else if (v instanceof Error) out[k] = serialiseError(v);
+    else if (typeof v === 'bigint') out[k] = v.toString();
+    else out[k] = v;
+  }
+  return out;
 }
 
 export function logger(ns: string): Logger {
   const name = `tidemark:${ns}`;
-  return {
-    error: (m, f) => emit('error', name, m, f),
-    warn: (m, f) => emit('warn', name, m, f),
-    info: (m, f) => emit('info', name, m, f),
-    debug: (m, f) => emit('debug', name, m, f),
+  const emit = (level: Exclude<LogLevel, 'silent'>) => (msg: string, fields?: Record<string, unknown>) => {
+    const l = child(name);
+    if (!l.isLevelEnabled(level)) return;
+    if (fields) l[level](prepare(fields, level !== 'debug'), msg);
+    else l[level](msg);
   };
+  return { error: emit('error'), warn: emit('warn'), info: emit('info'), debug: emit('debug') };
 }

@@ -8,6 +8,7 @@ import { ListStructure } from './queue/list-structure.js';
 import { TidemarkError, Conditions } from './errors.js';
 import { metaKey, counterKey, CoreTables, queuePrefix, prefixEnd } from './storage/keyspace.js';
 import { logger } from './log.js';
+import type { BatchOp } from './storage/store.js';
 
 const log = logger('nodes');
 
@@ -92,10 +93,18 @@ export class NodeRegistry {
     const q = this.#build(def);
     if (def.durable && !def.temporary) {
       const idv = Buffer.allocUnsafe(4); idv.writeUInt32BE(this.#nextId);
-      this.#ctx.committer.add([
+      const defOps: BatchOp[] = [
         { type: 'put', key: metaKey(name), value: Buffer.from(JSON.stringify(def)) },
         { type: 'put', key: counterKey('next-queue-id'), value: idv },
-      ], (err) => { if (err) log.error('queue definition not stored', { queue: name, err }); });
+      ];
+      // A failed write (disk full) must not leave the queue only in memory: messages accepted
+      // for it later would be orphaned at restart. Re-queued as quiet ops, which the committer
+      // keeps across failed batches and writes ahead of the next one (degradation.spec.ts).
+      this.#ctx.committer.add(defOps, (err) => {
+        if (!err) return;
+        log.error('queue definition not stored; retrying with the next batch', { queue: name, err });
+        this.#ctx.committer.addQuiet(defOps);
+      });
     }
     this.#queues.set(name, q);
     log.info('queue created', { queue: name, arguments: args, durable: def.durable });

@@ -8,6 +8,8 @@ import { lvqExtension } from './lvq/index.js';
 import { selectorExtension } from './selector/index.js';
 import { managementExtension } from './management/index.js';
 import { sowExtension } from './sow/index.js';
+import { httpExtension } from './http/index.js';
+import { aclExtension } from './acl/index.js';
 
 export const builtinExtensions: Record<string, () => Extension> = {
   ttl: () => ttlExtension(),
@@ -18,4 +20,7 @@ export const builtinExtensions: Record<string, () => Extension> = {
   selector: () => selectorExtension(),
   sow: () => sowExtension(),
   management: () => managementExtension(),
+  http: () => httpExtension(),
+  // Per-user queue ACLs (config `acl`); no rules + default allow = no effect.
+  acl: () => aclExtension(),
 };

@@ -26,6 +26,18 @@
  *    second link of a colliding (name, opposite role) pair under a role-qualified key;
  *    attach lookup, link creation and link removal are made role-aware.
  *
+ * 3. rhea does not know the transaction types of AMQP 1.0 part 4 (used by transactions.ts).
+ *    A `coordinator` target [4.5.1] is dropped by terminus.unwrap (it becomes a typed null,
+ *    descriptor lost, with a console warning), and the `declared` [4.5.4] and
+ *    `transactional-state` [4.5.5] delivery states make message.unwrap_outcome print
+ *    'unrecognised outcome'. The fix wraps both decoders (module functions rhea calls through
+ *    the module object) to return composites for those descriptors; every other descriptor
+ *    goes to rhea's own code. A transactional-state disposition on an outgoing delivery is
+ *    then dispatched by rhea as a `transactional_state` event (its composite_type). A
+ *    transfer's own `state` field is typed `delivery_state`, which rhea unwraps to a bare
+ *    list (descriptor lost), so `Session.on_transfer` hands rhea a view of a transfer whose
+ *    raw state is a transactional-state with that state decoded (other transfers untouched).
+ *
  * The patch checks the rhea version and the shape of everything it touches before it
  * changes anything, and throws if they differ: it was verified against rhea 3.0.5 only.
  * It is idempotent. Tests: spec/integration/rhea-patches.spec.ts.
@@ -127,11 +139,20 @@ export function applyRheaPatches(): void {
     ['Session.create_link', hasSource(proto.create_link, 'this.links[name] = l;')],
     ['Session.remove_link', hasSource(proto.remove_link, 'delete this.links[link.name];')],
     ['Session.create_sender/create_receiver', typeof proto.create_sender === 'function' && typeof proto.create_receiver === 'function'],
+    // 3. transactions (lib/core/protocol/transactions.ts): the decoders the patch wraps.
+    ['terminus.unwrap', hasSource(rheaTerminus().unwrap, 'var c = by_descriptor[field.descriptor.value];', 'return null;')],
+    ['Link.on_attach', hasSource(rheaLink().Receiver?.prototype?.on_attach, 'frame.performative.target = terminus.unwrap(frame.performative.target);')],
+    ['message.unwrap_outcome', hasSource((rhea as any).message?.unwrap_outcome, 'var c = outcomes[outcome.descriptor.value];', 'unrecognised outcome')],
+    ['Outgoing.process dispatch', hasSource(outgoingProto.process, 'd.link.dispatch(d.remote_state.constructor.composite_type')],
+    ['Session.on_transfer', hasSource(proto.on_transfer, 'this.incoming.on_transfer(frame, this._get_link(frame));')],
+    ['Incoming.on_transfer', hasSource(incomingProto.on_transfer, "'remote_state': frame.performative.state,")],
+    ['transfer.state field', transferStateIndex() === TRANSFER_STATE_INDEX],
   ];
   for (const [what, ok] of checks) if (!ok) fail(what, version);
 
   patchDispositionRanges(proto);
   patchLinkIdentity(proto);
+  patchTransactionTypes(proto);
   Object.defineProperty(proto, APPLIED, { value: true });
 }
 
@@ -223,5 +244,75 @@ function patchLinkIdentity(proto: SessionProto): void {
       this.links[name] = this.links[other];
       delete this.links[other];
     }
+  };
+}
+
+/* ---------- 3. transaction types: coordinator terminus, declared, transactional-state [AMQP 4.5] ---------- */
+
+const rheaRequire = createRequire(import.meta.url);
+function rheaTerminus(): { unwrap: (field: any) => unknown } { return rheaRequire('rhea/lib/terminus.js'); }
+function rheaLink(): { Receiver?: { prototype?: Record<string, unknown> } } { return rheaRequire('rhea/lib/link.js'); }
+
+/** Descriptor codes and symbols of the transaction types [AMQP 4.5]. */
+export const TX_TYPES = {
+  coordinator: { code: 0x30, symbol: 'amqp:coordinator:list' },
+  declare: { code: 0x31, symbol: 'amqp:declare:list' },
+  discharge: { code: 0x32, symbol: 'amqp:discharge:list' },
+  declared: { code: 0x33, symbol: 'amqp:declared:list' },
+  transactionalState: { code: 0x34, symbol: 'amqp:transactional-state:list' },
+} as const;
+
+const T: any = (rhea as any).types;
+/** rhea composites for the transaction types (encode with `X.create(fields).described()`). */
+export const Coordinator: any = T.define_composite({ name: 'coordinator', code: TX_TYPES.coordinator.code, fields: [{ name: 'capabilities', type: 'symbol', multiple: true }] });
+export const Declared: any = T.define_composite({ name: 'declared', code: TX_TYPES.declared.code, fields: [{ name: 'txn_id', type: 'binary', mandatory: true }] });
+export const TransactionalState: any = T.define_composite({
+  name: 'transactional_state', code: TX_TYPES.transactionalState.code,
+  fields: [{ name: 'txn_id', type: 'binary', mandatory: true }, { name: 'outcome', type: '*' }],
+});
+Declared.composite_type = 'declared';
+TransactionalState.composite_type = 'transactional_state';
+
+/** True when a descriptor value (numeric or symbolic) names the given transaction type. */
+export function isTxDescriptor(value: unknown, type: { code: number; symbol: string }): boolean {
+  if (typeof value === 'string') return value === type.symbol;
+  if (typeof value === 'number' || typeof value === 'bigint') return Number(value) === type.code;
+  return false;
+}
+
+/** Index of `state` in the transfer performative's field list [AMQP 2.7.5]. */
+const TRANSFER_STATE_INDEX = 7;
+function transferStateIndex(): number {
+  const proto = Object.getPrototypeOf(rheaRequire('rhea/lib/frames.js').transfer({ handle: 0 }));
+  const fields = Object.getOwnPropertyNames(proto).filter((n) => !['constructor', 'dispatch', 'toJSON', 'described'].includes(n));
+  return fields.indexOf('state');
+}
+
+function patchTransactionTypes(proto: SessionProto): void {
+  const onTransfer = proto.on_transfer;
+  proto.on_transfer = function patchedOnTransfer(this: RheaSession, frame: any) {
+    const raw = frame?.performative?.value?.[TRANSFER_STATE_INDEX];
+    if (raw?.descriptor && isTxDescriptor(raw.descriptor.value, TX_TYPES.transactionalState)) {
+      const state = new TransactionalState(raw.value ?? []);
+      frame = { ...frame, performative: Object.create(frame.performative, { state: { value: state } }) };
+    }
+    return onTransfer.call(this, frame);
+  };
+
+  const terminus = rheaTerminus();
+  const unwrapTerminus = terminus.unwrap;
+  terminus.unwrap = function patchedTerminusUnwrap(field: any) {
+    if (field?.descriptor && isTxDescriptor(field.descriptor.value, TX_TYPES.coordinator)) return new Coordinator(field.value);
+    return unwrapTerminus.call(this, field);
+  };
+  const message: any = (rhea as any).message;
+  const unwrapOutcome = message.unwrap_outcome;
+  message.unwrap_outcome = function patchedUnwrapOutcome(outcome: any) {
+    const d = outcome?.descriptor?.value;
+    if (d !== undefined && !(outcome instanceof Declared) && !(outcome instanceof TransactionalState)) {
+      if (isTxDescriptor(d, TX_TYPES.declared)) return new Declared(outcome.value);
+      if (isTxDescriptor(d, TX_TYPES.transactionalState)) return new TransactionalState(outcome.value);
+    }
+    return unwrapOutcome.call(this, outcome);
   };
 }

@@ -20,6 +20,7 @@ import type { Queue } from '../queue/queue.js';
 import type { ConsumerRequest, ParsedFilter } from '../extensions.js';
 import { logger } from '../log.js';
 import { applyRheaPatches } from './rhea-patches.js';
+import { Transactions } from './transactions.js';
 
 const require = createRequire(import.meta.url);
 const Connection = require('rhea/lib/connection.js');
@@ -41,14 +42,18 @@ export interface ProtocolBackend {
   publish(queue: Queue, msg: InboundMessage, done: (err?: TidemarkError) => void): void;
   /** Addresses served by extensions ($management): returns a handler or undefined. */
   serviceAddress(address: string): ((msg: InboundMessage, user: string, done: (err?: TidemarkError) => void) => void) | undefined;
-  /** PLAIN check. */
-  authenticate(user: string, password: string): boolean;
+  /** PLAIN check (may be async: scrypt off the event loop). */
+  authenticate(user: string, password: string): boolean | Promise<boolean>;
+  /** ACL for a receiving link before the attach reply: throws unauthorized, may downgrade move to copy. */
+  authorizeConsumer?(queue: Queue, req: ConsumerRequest): void;
   readonly stats: { connections: number; links: number };
 }
 
 interface LinkState { ready?: boolean; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
 const STATE = Symbol('tidemark.link');
 const HARDEN = Symbol('tidemark.harden');
+/** Marks SASL mechanisms that authenticate a user name (PLAIN); see #user. */
+const NAMES_USER = Symbol('tidemark.names-user');
 const PRODUCT = { product: 'tidemark', version: '0.1.0' };
 
 /**
@@ -118,6 +123,8 @@ export class AmqpServer {
   readonly #connections = new Set<any>();
   #anonContainer: any;
   #strictContainer: any;
+  /** AMQP local transactions: coordinator links, transactional transfers and acquisitions (transactions.ts). */
+  readonly #tx = new Transactions();
 
   constructor(backend: ProtocolBackend) {
     this.#backend = backend;
@@ -132,6 +139,9 @@ export class AmqpServer {
     const c = (rhea as any).create_container({ id: 'tidemark' });
     if (allowAnonymous) c.sasl_server_mechanisms.enable_anonymous();
     c.sasl_server_mechanisms.enable_plain((user: string, pass: string) => this.#backend.authenticate(user, pass));
+    // Tag PLAIN so #user trusts only its user name (security.md).
+    const plain = c.sasl_server_mechanisms.PLAIN;
+    c.sasl_server_mechanisms.PLAIN = () => Object.assign(plain(), { [NAMES_USER]: true });
     this.#wire(c);
     this.#containers.push(c);
     return c;
@@ -378,8 +388,11 @@ export class AmqpServer {
       if (st && !st.ready) { setImmediate(() => this.#guard(ctx, () => { if (this.#state(ctx.sender)) st.consumer?.onDrain(); })); return; }
       if (st?.consumer) st.consumer.onDrain(); else { ctx.sender.set_drained(true); ctx.connection._register?.(); }
     }));
-    for (const t of ['accepted', 'released', 'rejected', 'modified'] as const) c.on(t, (ctx: any) => this.#guard(ctx, () => deliverOutcome(ctx.delivery, t)));
-    c.on('settled', (ctx: any) => this.#guard(ctx, () => { if (ctx.sender) deliverOutcome(ctx.delivery, 'settled'); }));
+    // transactions: an outcome held by a transaction is applied at its discharge, not here.
+    for (const t of ['accepted', 'released', 'rejected', 'modified'] as const) c.on(t, (ctx: any) => this.#guard(ctx, () => { if (!this.#tx.holds(ctx.delivery)) deliverOutcome(ctx.delivery, t); }));
+    c.on('settled', (ctx: any) => this.#guard(ctx, () => { if (ctx.sender && !this.#tx.holds(ctx.delivery)) deliverOutcome(ctx.delivery, 'settled'); }));
+    // transactions: transactional acquisition (disposition transactional-state{txn-id, outcome}); rhea-patches.ts patch 3 names the event.
+    c.on('transactional_state', (ctx: any) => this.#guard(ctx, () => { if (ctx.sender) this.#tx.onOutgoingState(ctx.sender, ctx.delivery); }));
     // rhea dispatches disposition events on its next processing tick, after a detach or close
     // that arrived in the same read; defer so outcomes settle before unsettled are released.
     const later = (fn: () => void) => setImmediate(fn);
@@ -410,7 +423,19 @@ export class AmqpServer {
     }
   }
 
-  #user(ctx: any): string { return ctx.connection?.sasl_transport?.mech?.username ?? ctx.connection?.sasl_transport?.username ?? 'anonymous'; }
+  /**
+   * The authenticated user: the PLAIN user name after a successful outcome, else `anonymous`.
+   * rhea's ANONYMOUS server takes the client's initial response (free trace text, e.g. a
+   * user name the client picked) as `username`; trusting it would let anyone claim any
+   * identity to the ACL. The SASL server sits under rhea's Selective transport when
+   * ANONYMOUS is allowed.
+   */
+  #user(ctx: any): string {
+    const t = ctx.connection?.sasl_transport;
+    const srv = t?.transports?.[3] ?? t;
+    const mech = srv?.mechanism;
+    return mech?.[NAMES_USER] && srv.outcome === 0 && typeof mech.username === 'string' ? mech.username : 'anonymous';
+  }
 
   #state(link: any): LinkState | undefined { return link?.[STATE]; }
 
@@ -441,13 +466,18 @@ export class AmqpServer {
     const st = this.#linkState(receiver);
     this.#backend.stats.links++;
     st.onClose.push(() => this.#backend.stats.links--);
-    // A coordinator target (transactions) reaches us as a typed null: rhea does not know it.
-    const isCoordinator = target !== null && target !== undefined && typeof target === 'object' && target.address === undefined && (target as any).value === null;
-    if (target === null || target === undefined || isCoordinator) {
-      // coordinator (transactions) or no target: not supported here
-      const t = receiver.remote.attach?.target;
+    // transactions: a coordinator target [AMQP 4.2] (decoded by rhea-patches.ts patch 3) is a
+    // transaction controller; transactions.ts answers its declare/discharge.
+    if (Transactions.isCoordinatorTarget(target)) {
+      try { this.#checkLinkLimit(receiver); } catch (err) { this.#refuse(receiver, 'target', err); return; }
+      this.#tx.attachCoordinator(receiver, (fn) => st.onClose.push(fn));
+      return;
+    }
+    // No target: rhea leaves an absent (or unknown) terminus as a typed null.
+    const noTarget = target !== null && target !== undefined && typeof target === 'object' && target.address === undefined && (target as any).value === null;
+    if (target === null || target === undefined || noTarget) {
       receiver.local.attach.target = null;
-      receiver.close({ condition: Conditions.notImplemented, description: isCoordinator ? 'transactions (coordinator target) are not supported yet' : 'attach has no target' });
+      receiver.close({ condition: Conditions.notImplemented, description: 'attach has no target' });
       return;
     }
     try {
@@ -481,6 +511,8 @@ export class AmqpServer {
   #onMessage(ctx: any): void {
     const receiver = ctx.receiver;
     const delivery = ctx.delivery;
+    // transactions: declare/discharge on a coordinator link (transactions.ts keeps its credit).
+    if (this.#tx.isCoordinatorLink(receiver)) { this.#tx.onControl(receiver, delivery, ctx.message); return; }
     const st = this.#linkState(receiver);
     const bytes = rawBytes(ctx.message);
     const settle = (err?: TidemarkError) => {
@@ -511,6 +543,9 @@ export class AmqpServer {
       catch (err) { settle(err instanceof TidemarkError ? err : new TidemarkError(Conditions.internal, String(err))); return; }
     }
     void address;
+    // transactions: a transactional transfer [AMQP 4.4.1] is buffered in its transaction and
+    // stored and settled at discharge (or rejected now); its credit comes back at once.
+    if (this.#tx.transactional(delivery)) { this.#tx.enlist(delivery, q, msg); st.outstanding--; this.#topUp(receiver, st); return; }
     this.#backend.publish(q, msg, settle);
   }
 
@@ -568,9 +603,11 @@ export class AmqpServer {
         durable: source.durable === 2 && String(source.expiry_policy) === 'never',
         user: this.#user(ctx),
       };
+      // ACL before the reply: may refuse, or answer move with copy (browse-only by ACL).
+      this.#backend.authorizeConsumer?.(q, req);
       const caps = capabilities(source).filter((c) => ['queue', 'durable', 'create-on-demand'].includes(c));
       sender.set_source({
-        address, dynamic: source.dynamic || undefined, distribution_mode: mode,
+        address, dynamic: source.dynamic || undefined, distribution_mode: req.mode,
         filter: Object.keys(echoed).length ? echoed : undefined, capabilities: caps.length ? caps : undefined,
         durable: source.durable, expiry_policy: source.expiry_policy,
       });
@@ -594,7 +631,8 @@ export class AmqpServer {
     const st = this.#state(link);
     if (!st) return;
     link[STATE] = undefined;
-    try { st.consumer?.close(); } catch (err) { log.error('consumer close failed', { err }); }
+    // detach with closed=true ends a durable subscription; a plain detach or a lost connection keeps it [AMQP 2.6.6]
+    try { st.consumer?.close({ linkClosed: link.remote?.detach?.closed === true }); } catch (err) { log.error('consumer close failed', { err }); }
     for (const fn of st.onClose) { try { fn(); } catch (err) { log.error('link close hook failed', { err }); } }
   }
 

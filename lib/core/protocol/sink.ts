@@ -1,5 +1,5 @@
 /** A DeliverySink over a rhea sender: what the core sees of an outgoing link. */
-import type { DeliverySink, Outcome } from '../queue/delivery.js';
+import type { DeliverySink, Outcome, SendOptions } from '../queue/delivery.js';
 import { TidemarkError } from '../errors.js';
 
 const OUTCOME = Symbol('tidemark.outcome');
@@ -21,7 +21,7 @@ export class RheaSink implements DeliverySink {
     return this.#sender.sendable() ? this.#sender.credit : 0;
   }
 
-  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: { settled?: boolean }): void {
+  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {
     if (this.#closed) return;
     const d = this.#sender.send(bytes, undefined, 0);
     if (opts?.settled || this.presettled) { d.settled = true; return; }

@@ -12,6 +12,16 @@ export type Outcome =
   | { type: 'rejected'; condition?: string; description?: string }
   | { type: 'modified'; deliveryFailed: boolean; undeliverableHere: boolean };
 
+export interface SendOptions {
+  /** Send pre-settled. */
+  settled?: boolean;
+  /**
+   * The event position this delivery stands for (its SCN; -1 for a snapshot record that moves
+   * no position), so durable subscriptions can advance when it is accepted.
+   */
+  position?: number;
+}
+
 export interface DeliverySink {
   /** Link identity for logs: `container/link-name`. */
   readonly id: string;
@@ -20,7 +30,7 @@ export interface DeliverySink {
   /** Credit granted by the receiver and not yet used. */
   credit(): number;
   /** Sends one encoded message. `onOutcome` runs once when the receiver settles (never for pre-settled sends). */
-  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: { settled?: boolean }): void;
+  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void;
   /** Completes a drain: nothing more is available now. */
   drained(): void;
   /** Detaches the link (closed), with an error or cleanly. */
@@ -32,6 +42,9 @@ export interface Consumer {
   onCredit(): void;
   /** The receiver asked to drain: deliver what is available, then call sink.drained(). */
   onDrain(): void;
-  /** The link or its connection is gone: release every unsettled delivery. */
-  close(): void;
+  /**
+   * The link or its connection is gone: release every unsettled delivery. `linkClosed` is
+   * true when the peer detached with closed=true (ends a durable subscription).
+   */
+  close(opts?: { linkClosed: boolean }): void;
 }

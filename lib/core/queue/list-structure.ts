@@ -74,12 +74,20 @@ export class ListStructure implements QueueStructure {
       for (const d of dropped) ops.push({ type: 'del', key: scnKey(CoreTables.log, q.id, d.scn) });
       if (dropped.length) ops.push(this.#headOp());
     }
-    for (const d of dropped) this.#remove(d, 'dropped', false);
+    // Entries this message displaces (ring overflow, LVQ replacement) leave when the batch that
+    // deletes them is durable, not before: removing them here lost them from memory when the
+    // batch failed (their deletes never written; nothing accepted may be lost). Until then
+    // they still count, so later prepares in the batch see them (a second drop is a no-op).
     this.#append(e);
     return {
       ops,
-      committed: () => { e.committed = true; this.dispatch(); },
-      failed: () => { this.#remove(e, 'dropped', false); },
+      committed: () => { for (const d of dropped) this.#remove(d, 'dropped', false); e.committed = true; this.dispatch(); },
+      failed: () => {
+        this.#remove(e, 'dropped', false);
+        // The displaced entries stay; re-announce them so indexes that pointed at `e` (the LVQ
+        // key map) point back at them.
+        for (const d of dropped) if (!d.removed) for (const h of this.onAppended) h(d);
+      },
     };
   }
 
@@ -330,7 +338,7 @@ export class ListConsumer implements Consumer {
       this.sink.send(bytes);
       this.structure.consumed(e);
     } else {
-      this.sink.send(bytes, undefined, { settled: this.sink.presettled });
+      this.sink.send(bytes, undefined, { settled: this.sink.presettled, position: e.scn });
     }
     this.opts.onDelivered?.(e);
   }

@@ -26,6 +26,9 @@ export class Committer {
   readonly #store: Store;
   readonly #maxBatch: number;
   #ops: BatchOp[] = [];
+  /** Quiet ops (acks, expiry, purge deletes) of a failed batch: retried with the next batch. */
+  #quiet = new WeakSet<BatchOp>();
+  #retry: BatchOp[] = [];
   #callbacks: CommitCallback[] = [];
   #inFlight = false;
   #scheduled = false;
@@ -50,7 +53,7 @@ export class Committer {
   /** Writes that need no callback and no ordering (deletes of acknowledged messages). */
   addQuiet(ops: BatchOp[]): void {
     if (ops.length === 0) return;
-    for (const op of ops) this.#ops.push(op);
+    for (const op of ops) { this.#ops.push(op); this.#quiet.add(op); }
     this.#schedule();
   }
 
@@ -66,6 +69,8 @@ export class Committer {
 
   /** Resolves once everything queued so far is written. */
   idle(): Promise<void> {
+    // Quiet ops kept from a failed batch get one more try here (stop, management waits).
+    if (this.#retry.length && !this.#inFlight) { this.#ops = this.#retry.concat(this.#ops); this.#retry = []; this.#schedule(); }
     if (!this.#inFlight && this.#ops.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
@@ -90,6 +95,7 @@ export class Committer {
       // (Groups are variable-size; we cannot split ops by group here cheaply, so we keep
       // the whole set: correctness first. maxBatch only bounds callback fan-out per tick.)
     }
+    if (this.#retry.length) { ops = this.#retry.concat(ops); this.#retry = []; } // older, so first
     this.#ops = []; this.#callbacks = [];
     this.#inFlight = true;
     const started = performance.now();
@@ -100,6 +106,11 @@ export class Committer {
       if (cbs.length > this.stats.maxGroups) this.stats.maxGroups = cbs.length;
       this.onBatch?.(cbs.length, ms);
       if (err) log.error('batch write failed', { err, groups: cbs.length });
+      // A failed batch's events are refused through their callbacks, but its quiet deletes
+      // record things that did happen (acknowledged messages): keep them for the next batch,
+      // or a restart would redeliver what was consumed. Not flushed on their own (no retry
+      // loop while the disk stays full).
+      if (err) this.#retry = ops.filter((op) => this.#quiet.has(op)).concat(this.#retry);
       for (const cb of cbs) {
         try { cb(err); } catch (e) { log.error('commit callback threw', { err: e }); }
       }

@@ -26,6 +26,15 @@ export interface Cursor {
   close(): Promise<void>;
 }
 
+/**
+ * TEST-ONLY fault injection (spec/integration/degradation.spec.ts): while set, every batch
+ * first asks `fn`; an Error it returns fails the batch as a LevelDB write error would (disk
+ * full, I/O error) and nothing is written. Process-wide; pass undefined to clear. Never set
+ * outside tests.
+ */
+let faultInjector: ((ops: readonly BatchOp[]) => Error | undefined) | undefined;
+export function setFaultInjector(fn: ((ops: readonly BatchOp[]) => Error | undefined) | undefined): void { faultInjector = fn; }
+
 export class Store {
   readonly #db: ClassicLevel<Buffer, Buffer>;
   #closed = false;
@@ -42,6 +51,8 @@ export class Store {
 
   /** Atomic batch; `sync` forces an fsync before resolving (durability of accepted messages). */
   batch(ops: BatchOp[], sync: boolean): Promise<void> {
+    const fault = faultInjector?.(ops); // test-only, see setFaultInjector
+    if (fault) return Promise.reject(fault);
     return this.#db.batch(ops as any, { sync });
   }
 

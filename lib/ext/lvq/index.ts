@@ -32,7 +32,12 @@ export function lvqExtension(): Extension {
         },
       });
       // Keep the index in step with appends (including recovery) and removals.
-      structure.onAppended.push((e) => { if (e.lvqKey !== undefined) byKey.set(e.lvqKey, e); });
+      // Newest wins: a failed publish re-announces the entry it displaced (list-structure prepare).
+      structure.onAppended.push((e) => {
+        if (e.lvqKey === undefined) return;
+        const cur = byKey.get(e.lvqKey);
+        if (!cur || cur.removed || cur.scn < e.scn) byKey.set(e.lvqKey, e);
+      });
       structure.onRemoved.push((e) => { if (e.lvqKey !== undefined && byKey.get(e.lvqKey) === e) byKey.delete(e.lvqKey); });
     },
   };

@@ -4,7 +4,7 @@
  * the request's `reply-to` with `correlation-id` = request `message-id`, `statusCode` and
  * `statusDescription`. Other extensions add operations (SOW-DELETE) and statistics.
  */
-import type { Extension, ManagementRequest, ManagementResponse } from '../../core/extensions.js';
+import type { Extension, ManagementRequest, ManagementResponse, AuthAction } from '../../core/extensions.js';
 import type { BrokerContext } from '../../core/broker-context.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { encodeMessage } from '../../codec/message-bytes.js';
@@ -47,7 +47,9 @@ const coreOps: Record<string, Op> = {
   },
   async QUERY(req, broker) {
     const prefix = typeof req.body?.prefix === 'string' ? req.body.prefix : '';
-    const list = broker.nodes.list().filter((q) => !q.def.temporary && q.name.startsWith(prefix)).sort((a, b) => a.name.localeCompare(b.name));
+    // ACL: only the queues this user may browse or manage are listed.
+    const visible = (name: string) => broker.extensions.authorize(req.user, 'browse', name) || broker.extensions.authorize(req.user, 'manage', name);
+    const list = broker.nodes.list().filter((q) => !q.def.temporary && q.name.startsWith(prefix) && visible(q.name)).sort((a, b) => a.name.localeCompare(b.name));
     return { statusCode: 200, statusDescription: 'OK', body: list.map((q) => broker.queueInfo(q)) };
   },
   async DELETE(req, broker) {
@@ -78,12 +80,28 @@ export function managementExtension(): Extension {
     }
     const op = ops.get(req.operation);
     if (!op) return { statusCode: 400, statusDescription: `unknown operation ${req.operation} (known: ${[...ops.keys()].join(', ')})` };
+    const denied = unauthorized(req);
+    if (denied) return { statusCode: 403, statusDescription: `${Conditions.unauthorized}: ${denied}` };
     try { return await op(req, broker); }
     catch (e) {
       if (e instanceof TidemarkError) return { statusCode: statusFor[e.condition] ?? 500, statusDescription: e.message };
       log.error('management operation failed', { op: req.operation, err: e });
       return { statusCode: 500, statusDescription: 'internal error: ' + (e as Error).message };
     }
+  }
+
+  /**
+   * ACL (docs/security.md): READ needs browse or manage on the named queue; QUERY filters its
+   * list instead; CREATE needs manage and create; every other operation (DELETE, PURGE,
+   * SOW-DELETE, extensions' operations) needs manage. Returns why not, or undefined.
+   */
+  function unauthorized(req: ManagementRequest): string | undefined {
+    if (req.operation === 'QUERY' || req.name === undefined) return undefined; // QUERY filters; no name: the operation answers 400
+    const can = (a: AuthAction) => broker.extensions.authorize(req.user, a, req.name!);
+    const need: AuthAction[] = req.operation === 'READ' ? (can('browse') || can('manage') ? [] : ['browse'])
+      : req.operation === 'CREATE' ? ['manage', 'create'] : ['manage'];
+    const missing = need.find((a) => !can(a));
+    return missing ? `user ${req.user} may not ${missing} queue ${req.name} (${req.operation})` : undefined;
   }
 
   return {

@@ -7,7 +7,7 @@
  */
 import type { Extension, FilterSpec, ConsumerRequest } from '../../core/extensions.js';
 import type { Queue } from '../../core/queue/queue.js';
-import type { DeliverySink } from '../../core/queue/delivery.js';
+import type { DeliverySink, Consumer } from '../../core/queue/delivery.js';
 import type { BrokerContext } from '../../core/broker-context.js';
 import { ListStructure } from '../../core/queue/list-structure.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
@@ -25,6 +25,7 @@ import { parseBookmark, type Bookmark } from './bookmark.js';
 import { parseCommand, parseOptions, type Command, type CommandOptions } from './options.js';
 import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
 import type { CheckpointPlan } from './sow-consumer.js';
+import { DurableSubscriptions, DurableSink, subscriptionKey } from './durable.js';
 import { MarkerSink } from './marker-sink.js';
 import { TIME, timeKey } from './tables.js';
 import { logger } from '../../core/log.js';
@@ -44,9 +45,15 @@ async function scnAtTime(q: Queue, ms: number): Promise<number> {
   return rows.length ? Number(rows[0][0].readBigUInt64BE(13)) : 0;
 }
 
+const durablesByBroker = new WeakMap<BrokerContext, DurableSubscriptions>();
+
+/** The durable subscriptions a broker keeps (tools, tests). */
+export function listSubscriptions(b: BrokerContext) { return durablesByBroker.get(b)?.list() ?? []; }
+
 export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Extension {
   let timer: NodeJS.Timeout | undefined;
   let broker: BrokerContext | undefined;
+  const durables = new DurableSubscriptions();
 
   const filters: FilterSpec[] = [
     { symbol: COMMAND, parse: (v) => ({ data: parseCommand(v) }) },
@@ -145,6 +152,69 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
     return new SowConsumer(s, req, sink, sp);
   }
 
+  /** The consumer for a request, durable or not; undefined leaves it to the queue's structure. */
+  function openInner(queue: Queue, req: ConsumerRequest, sink: DeliverySink): Consumer | undefined {
+    const p = plan(queue, req);
+    const hasCmd = req.filters.has(COMMAND) || req.filters.has(BOOKMARK) || req.filters.has(OPTIONS) || req.filters.has(CHECKPOINT);
+    if (queue.structure instanceof SowStructure) {
+      const s = queue.structure;
+      if (p.bookmark && (p.bookmark.kind === 'time' || p.bookmark.kind === 'scn')) {
+        // Resolve the time asynchronously, then open; credit that arrives meanwhile is kept by the sink.
+        const bm = p.bookmark;
+        if (bm.kind === 'scn') return openOnSow(s, req, sink, p, bm.scn);
+        let inner: SowConsumer | undefined; let closed = false;
+        const pending = { onCredit: () => inner?.onCredit(), onDrain: () => inner?.onDrain(), close: () => { closed = true; inner?.close(); } };
+        // Validate synchronously what can be validated.
+        if ((p.command === 'sow' || p.command === 'sow_and_subscribe') && !s.hasHistory) throw new TidemarkError(Conditions.invalidField, `queue ${queue.name} keeps no history (sow.history.window): a ${p.command} with a bookmark cannot be answered`);
+        scnAtTime(queue, bm.ms).then((scn) => {
+          if (closed) return;
+          try { inner = openOnSow(s, req, sink, p, scn); inner.onCredit(); }
+          catch (e) { sink.close(e instanceof TidemarkError ? e : new TidemarkError(Conditions.internal, String(e))); }
+        }, (err) => sink.close(new TidemarkError(Conditions.internal, String(err))));
+        return pending;
+      }
+      return openOnSow(s, req, sink, p);
+    }
+    if (!hasCmd) return undefined;
+    // Commands on a queue without SOW.
+    if (p.command === 'sow') throw new TidemarkError(Conditions.notFound, `queue ${queue.name} is not a SOW queue (no sow.key): sow needs a state of the world`);
+    if (!(queue.structure instanceof ListStructure)) return undefined;
+    const markers = new MarkerSink(sink);
+    const marker = (cmd: string, scn?: number) => markers.marker(encodeMessage({ message_annotations: { 'x-opt-tm-cmd': typed.symbol(cmd), ...(scn !== undefined ? { 'x-opt-tm-scn': typed.ulong(scn) } : {}) }, body: null }));
+    const annotate = (e: { scn: number; ts: number }) => ({ 'x-opt-tm-cmd': typed.symbol('publish'), 'x-opt-tm-scn': typed.ulong(e.scn), 'x-opt-tm-ts': typed.timestamp(e.ts) });
+    const browse = { ...req, mode: 'copy' as const };
+    if (p.command === 'sow_and_subscribe') {
+      marker('group_begin'); marker('group_end', queue.committedScn);
+      return queue.structure.openConsumer(browse, markers, { startAfterScn: queue.committedScn, annotate });
+    }
+    const cp = req.filters.get(CHECKPOINT)?.data as Checkpoint | undefined;
+    if (cp) {
+      // Online only: every list entry is a window of one.
+      const plan = checkpointPlan(queue, cp, queue.structure.stats().oldestScn, false);
+      const tracker = plan.tracker;
+      return queue.structure.openConsumer(browse, markers, {
+        startAfterScn: plan.position,
+        annotate: (e) => {
+          tracker.pass(e.scn, undefined, e.ts);
+          return { ...annotate(e), 'x-opt-tm-checkpoint': encodeCheckpoint(tracker.online()) };
+        },
+      });
+    }
+    // subscribe, optionally from a bookmark (SCN or epoch/now on a list queue).
+    let start = queue.committedScn;
+    let completed = false;
+    if (p.bookmark) {
+      completed = true;
+      const oldest = queue.structure.stats().oldestScn;
+      if (p.bookmark.kind === 'time') {
+        let after = 0;
+        for (const e of queue.structure.list.live()) { if (e.ts > p.bookmark.ms) break; after = e.scn; }
+        start = after;
+      } else start = replayStart(queue, p.bookmark, p.bookmark.kind === 'scn' ? p.bookmark.scn : 0, p.options, oldest);
+    }
+    return queue.structure.openConsumer(browse, markers, { startAfterScn: start, annotate, onCaughtUp: completed ? () => marker('completed', queue.committedScn) : undefined });
+  }
+
   return {
     name: 'sow',
     queueArguments: [
@@ -176,67 +246,41 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
     },
     filters,
     openConsumer(queue, req, sink) {
-      const p = plan(queue, req);
       const hasCmd = req.filters.has(COMMAND) || req.filters.has(BOOKMARK) || req.filters.has(OPTIONS) || req.filters.has(CHECKPOINT);
-      if (queue.structure instanceof SowStructure) {
-        const s = queue.structure;
-        if (p.bookmark && (p.bookmark.kind === 'time' || p.bookmark.kind === 'scn')) {
-          // Resolve the time asynchronously, then open; credit that arrives meanwhile is kept by the sink.
-          const bm = p.bookmark;
-          if (bm.kind === 'scn') return openOnSow(s, req, sink, p, bm.scn);
-          let inner: SowConsumer | undefined; let closed = false;
-          const pending = { onCredit: () => inner?.onCredit(), onDrain: () => inner?.onDrain(), close: () => { closed = true; inner?.close(); } };
-          // Validate synchronously what can be validated.
-          if ((p.command === 'sow' || p.command === 'sow_and_subscribe') && !s.hasHistory) throw new TidemarkError(Conditions.invalidField, `queue ${queue.name} keeps no history (sow.history.window): a ${p.command} with a bookmark cannot be answered`);
-          scnAtTime(queue, bm.ms).then((scn) => {
-            if (closed) return;
-            try { inner = openOnSow(s, req, sink, p, scn); inner.onCredit(); }
-            catch (e) { sink.close(e instanceof TidemarkError ? e : new TidemarkError(Conditions.internal, String(e))); }
-          }, (err) => sink.close(new TidemarkError(Conditions.internal, String(err))));
-          return pending;
-        }
-        return openOnSow(s, req, sink, p);
-      }
-      if (!hasCmd) return undefined;
-      // Commands on a queue without SOW.
-      if (p.command === 'sow') throw new TidemarkError(Conditions.notFound, `queue ${queue.name} is not a SOW queue (no sow.key): sow needs a state of the world`);
-      if (!(queue.structure instanceof ListStructure)) return undefined;
-      const markers = new MarkerSink(sink);
-      const marker = (cmd: string, scn?: number) => markers.marker(encodeMessage({ message_annotations: { 'x-opt-tm-cmd': typed.symbol(cmd), ...(scn !== undefined ? { 'x-opt-tm-scn': typed.ulong(scn) } : {}) }, body: null }));
-      const annotate = (e: { scn: number; ts: number }) => ({ 'x-opt-tm-cmd': typed.symbol('publish'), 'x-opt-tm-scn': typed.ulong(e.scn), 'x-opt-tm-ts': typed.timestamp(e.ts) });
-      const browse = { ...req, mode: 'copy' as const };
-      if (p.command === 'sow_and_subscribe') {
-        marker('group_begin'); marker('group_end', queue.committedScn);
-        return queue.structure.openConsumer(browse, markers, { startAfterScn: queue.committedScn, annotate });
-      }
-      const cp = req.filters.get(CHECKPOINT)?.data as Checkpoint | undefined;
-      if (cp) {
-        // Online only: every list entry is a window of one.
-        const plan = checkpointPlan(queue, cp, queue.structure.stats().oldestScn, false);
-        const tracker = plan.tracker;
-        return queue.structure.openConsumer(browse, markers, {
-          startAfterScn: plan.position,
-          annotate: (e) => {
-            tracker.pass(e.scn, undefined, e.ts);
-            return { ...annotate(e), 'x-opt-tm-checkpoint': encodeCheckpoint(tracker.online()) };
-          },
-        });
-      }
-      // subscribe, optionally from a bookmark (SCN or epoch/now on a list queue).
-      let start = queue.committedScn;
-      let completed = false;
-      if (p.bookmark) {
-        completed = true;
-        const oldest = queue.structure.stats().oldestScn;
-        if (p.bookmark.kind === 'time') {
-          let after = 0;
-          for (const e of queue.structure.list.live()) { if (e.ts > p.bookmark.ms) break; after = e.scn; }
-          start = after;
-        } else start = replayStart(queue, p.bookmark, p.bookmark.kind === 'scn' ? p.bookmark.scn : 0, p.options, oldest);
-      }
-      return queue.structure.openConsumer(browse, markers, { startAfterScn: start, annotate, onCaughtUp: completed ? () => marker('completed', queue.committedScn) : undefined });
+      const isSow = queue.structure instanceof SowStructure;
+      if (!req.durable || !(isSow || queue.browseOnly || hasCmd)) return openInner(queue, req, sink);
+      // A durable subscription: resume after its stored position, or start one.
+      const key = subscriptionKey(req.containerId, req.linkName);
+      let sub = durables.get(key);
+      if (sub && sub.queue !== queue.name) throw new TidemarkError(Conditions.preconditionFailed, `durable subscription ${req.containerId}/${req.linkName} belongs to queue ${sub.queue}, not ${queue.name}`);
+      if (!sub) { sub = { queue: queue.name, position: null, created: queue.ctx.clock.now() }; durables.save(key, sub); }
+      const dsink = new DurableSink(sink, durables, key, sub);
+      let inner;
+      if (sub.position !== null) {
+        const resumed = { ...req, filters: new Map(req.filters) };
+        if (queue.structure instanceof SowStructure) {
+          inner = new SowConsumer(queue.structure, resumed, dsink, { command: 'subscribe', options: plan(queue, req).options, replayAfter: sub.position, completedMarker: false, annotate: req.annotate });
+        } else if (queue.structure instanceof ListStructure) {
+          inner = queue.structure.openConsumer({ ...req, mode: 'copy' }, dsink, { startAfterScn: sub.position });
+        } else inner = openInner(queue, req, dsink);
+      } else inner = openInner(queue, req, dsink);
+      if (!inner) inner = queue.structure.openConsumer(req, dsink);
+      const c = inner;
+      return {
+        onCredit: () => c.onCredit(),
+        onDrain: () => c.onDrain(),
+        close: (o) => { c.close(o); if (o?.linkClosed) durables.delete(key); },
+      };
     },
     managementOperations: {
+      async 'SUBSCRIPTION-QUERY'() {
+        return { statusCode: 200, statusDescription: 'OK', body: durables.list() };
+      },
+      async 'SUBSCRIPTION-DELETE'(req) {
+        const container = String(req.body?.container ?? ''), link = String(req.body?.link ?? req.name ?? '');
+        if (!durables.delete(subscriptionKey(container, link))) return { statusCode: 404, statusDescription: `no durable subscription ${container}/${link}` };
+        return { statusCode: 204, statusDescription: 'No Content' };
+      },
       async 'SOW-DELETE'(req, b) {
         if (!req.name) throw new TidemarkError(Conditions.invalidField, 'SOW-DELETE needs application property name');
         const q = b.nodes.get(req.name);
@@ -254,8 +298,11 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
         return { statusCode: 200, statusDescription: 'OK', body: { count } };
       },
     },
-    start(b) {
+    async start(b) {
       broker = b;
+      await durables.load(b.store, b.committer);
+      durablesByBroker.set(b, durables);
+      b.nodes.onDeleted.push((q) => durables.deleteForQueue(q.name));
       timer = setInterval(() => {
         const now = b.clock.now();
         for (const q of b.nodes.list()) {

@@ -2,28 +2,28 @@
  * A DeliverySink that sends queued marker messages (group_begin, group_end, completed) ahead
  * of whatever the consumer sends next, each using one credit as wire.md 4.2 says.
  */
-import type { DeliverySink, Outcome } from '../../core/queue/delivery.js';
+import type { DeliverySink, Outcome, SendOptions } from '../../core/queue/delivery.js';
 import type { TidemarkError } from '../../core/errors.js';
 
 export class MarkerSink implements DeliverySink {
   readonly inner: DeliverySink;
-  readonly #pending: Buffer[] = [];
+  readonly #pending: Array<{ bytes: Buffer; position?: number }> = [];
   #closeAfter: { error?: TidemarkError } | undefined;
   constructor(inner: DeliverySink) { this.inner = inner; }
   get id() { return this.inner.id; }
   get presettled() { return this.inner.presettled; }
 
   /** Queues a pre-settled marker. */
-  marker(bytes: Buffer): void { this.#pending.push(bytes); this.flush(); }
+  marker(bytes: Buffer, position?: number): void { this.#pending.push({ bytes, position }); this.flush(); }
   /** Closes the link once every queued marker is sent. */
   closeWhenFlushed(error?: TidemarkError): void { this.#closeAfter = { error }; this.flush(); }
 
   flush(): void {
-    while (this.#pending.length && this.inner.credit() > 0) this.inner.send(this.#pending.shift()!, undefined, { settled: true });
+    while (this.#pending.length && this.inner.credit() > 0) { const m = this.#pending.shift()!; this.inner.send(m.bytes, undefined, { settled: true, position: m.position }); }
     if (!this.#pending.length && this.#closeAfter) { const c = this.#closeAfter; this.#closeAfter = undefined; this.inner.close(c.error); }
   }
   credit(): number { this.flush(); return this.#pending.length || this.#closeAfter ? 0 : this.inner.credit(); }
-  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: { settled?: boolean }): void { this.inner.send(bytes, onOutcome, opts); }
+  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void { this.inner.send(bytes, onOutcome, opts); }
   drained(): void { if (!this.#pending.length) this.inner.drained(); }
   close(error?: TidemarkError): void { this.inner.close(error); }
 }

@@ -92,13 +92,17 @@ export class SowConsumer implements Consumer {
 
   #queryId(): string | undefined { return this.#plan.options.query_id; }
 
-  #marker(cmd: string, scn?: number, cp?: Checkpoint): void {
-    if (!this.#plan.annotate) return;
+  #marker(cmd: string, scn?: number, cp?: Checkpoint, position?: number): void {
+    if (!this.#plan.annotate) {
+      // No markers on this link, but a durable subscription still moves to the snapshot SCN.
+      if (position !== undefined) (this.#sink.inner as { advanceTo?: (p: number) => void }).advanceTo?.(position);
+      return;
+    }
     const ann: Record<string, unknown> = { 'x-opt-tm-cmd': typed.symbol(cmd) };
     if (cp) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(cp);
     if (scn !== undefined) ann['x-opt-tm-scn'] = typed.ulong(scn);
     if (this.#queryId() && cmd !== 'completed') ann['x-opt-tm-query-id'] = this.#queryId();
-    this.#sink.marker(encodeMessage({ message_annotations: ann, body: null }));
+    this.#sink.marker(encodeMessage({ message_annotations: ann, body: null }), position);
   }
 
   #start(): void {
@@ -301,7 +305,7 @@ export class SowConsumer implements Consumer {
     if (ev && this.#plan.checkpoint) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#eventCheckpoint(ev));
     const out = rewriteMessage(bytes, indexSections(bytes), null, ann);
     this.#s.queue.counters.delivered++;
-    this.#sink.send(out, undefined, { settled: this.#sink.presettled });
+    this.#sink.send(out, undefined, { settled: this.#sink.presettled, position: ev ? ev.scn : -1 });
   }
 
   #enterEvents(): void {
@@ -311,7 +315,7 @@ export class SowConsumer implements Consumer {
       this.#sink.closeWhenFlushed();
       return;
     }
-    this.#unsubscribe = this.#s.subscribe({ wake: () => this.pump(), close: () => this.#sink.close() });
+    this.#unsubscribe ??= this.#s.subscribe({ wake: () => this.pump(), close: () => this.#sink.close() });
     this.pump();
   }
 
@@ -322,6 +326,20 @@ export class SowConsumer implements Consumer {
     if (this.#position >= s.queue.committedScn) return undefined;
     const i = s.ringIndexAfter(this.#position);
     if (i >= 0) return i < s.ring.length ? s.ring[i] : undefined;
+    if (this.#position + 1 < s.oldestLogScn && s.oldestLogScn > 0 && this.#plan.checkpoint) {
+      // A checkpoint consumer that falls behind the retained log (say, during a long snapshot)
+      // bootstraps again from scratch (semantics.md 8): group_begin tells it to reset.
+      this.#plan.checkpoint.bootstrap = {};
+      this.#plan.checkpoint.skip = 0;
+      this.#logRows = [];
+      this.#rows = []; this.#rowsDone = false; this.#sent = 0; this.#skipped = 0;
+      this.#completedSent = false;
+      this.#phase = 'starting';
+      this.#startBootstrapSnapshot(this.#plan.checkpoint.bootstrap);
+      // We are inside pump(): its re-entrant call from the snapshot start was a no-op.
+      setImmediate(() => this.pump());
+      return 'wait';
+    }
     if (this.#position + 1 < s.oldestLogScn && s.oldestLogScn > 0) {
       // Fell behind the retained log while reading (retention trimmed it).
       throw new TidemarkError(Conditions.scnNotFound, `position ${this.#position} fell off the log of ${s.queue.name} (oldest retained SCN ${s.oldestLogScn})`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': this.#position } });
@@ -396,7 +414,7 @@ export class SowConsumer implements Consumer {
             boot.target = this.#s.queue.committedScn;
             this.#replayTarget = boot.target;
             this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start });
-          } else this.#marker('group_end', this.#groupEndScn);
+          } else this.#marker('group_end', this.#groupEndScn, undefined, this.#groupEndScn);
           this.#enterEvents();
           continue;
         }

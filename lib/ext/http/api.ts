@@ -1,0 +1,164 @@
+/**
+ * The console's JSON API under /api/ (read-only: GET and HEAD only).
+ *   GET /api/overview                       broker summary: URLs, connections, links, commit stats
+ *   GET /api/queues                         every queue's management map (wire.md 7) + counters
+ *   GET /api/queues/:name                   one queue
+ *   GET /api/queues/:name/sow?filter=&order_by=&top_n=&skip_n=&at=
+ *                                           a SOW query (historical with `at`, a bookmark), run over AMQP
+ *   GET /api/queues/:name/history?key=K     one key's retained versions (the timeline)
+ *   GET /api/queues/:name/events            live tail as Server-Sent Events (`subscribe` over AMQP)
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { BrokerContext } from '../../core/broker-context.js';
+import type { Queue } from '../../core/queue/queue.js';
+import { decodeMessage } from '../../codec/message-bytes.js';
+import { readKeyHistory } from '../sow/history-read.js';
+import { visibleQueues } from './metrics.js';
+import { SelfClient, AmqpRefusal, toRecord } from './self-client.js';
+
+/** Most records one SOW page returns. */
+export const MAX_PAGE = 1000;
+
+export class HttpError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) { super(message); }
+}
+
+function jsonReplacer(_k: string, v: unknown): unknown {
+  if (typeof v === 'bigint') return Number(v);
+  if (v && typeof v === 'object' && (v as any).type === 'Buffer' && Array.isArray((v as any).data)) return Buffer.from((v as any).data).toString('base64');
+  return v;
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body, jsonReplacer);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(res.req.method === 'HEAD' ? undefined : text);
+}
+
+export function queueJson(b: BrokerContext, q: Queue): Record<string, unknown> {
+  const s = q.structure as { settings?: { historyWindow?: number; historyGranularity?: number } };
+  return {
+    ...b.queueInfo(q),
+    kind: q.structure.kind,
+    counters: { ...q.counters },
+    history_window_ms: s.settings?.historyWindow ?? null,
+  };
+}
+
+function intParam(u: URL, name: string, def: number | undefined, max: number): number | undefined {
+  const v = u.searchParams.get(name);
+  if (v === null || v === '') return def;
+  if (!/^\d+$/.test(v)) throw new HttpError(400, 'bad-request', `${name}: expected a non-negative integer, got ${JSON.stringify(v)}`);
+  const n = Number(v);
+  if (n > max) throw new HttpError(400, 'bad-request', `${name}: at most ${max}`);
+  return n;
+}
+
+function statusOf(condition: string): number {
+  if (condition === 'amqp:not-found') return 404;
+  if (condition === 'amqp:invalid-field' || condition === 'amqp:decode-error') return 400;
+  if (condition === 'tidemark:scn-not-found') return 410;
+  if (condition === 'amqp:unauthorized-access') return 403;
+  return 502;
+}
+
+export class Api {
+  readonly #b: BrokerContext;
+  readonly #client: SelfClient;
+  readonly #streams = new Set<ServerResponse>();
+
+  constructor(b: BrokerContext, client: SelfClient) { this.#b = b; this.#client = client; }
+
+  #queue(name: string): Queue {
+    const q = this.#b.nodes.get(name);
+    if (!q || q.def.temporary || q.deleted) throw new HttpError(404, 'not-found', `no such queue: ${name}`);
+    return q;
+  }
+
+  /** Handles a request under /api/; `parts` are the decoded path segments after `api`. */
+  async handle(req: IncomingMessage, res: ServerResponse, u: URL, parts: string[]): Promise<void> {
+    const b = this.#b;
+    if (parts.length === 1 && parts[0] === 'overview') {
+      const c = b.committer.stats;
+      return sendJson(res, 200, {
+        amqp: b.urls, http: b.httpUrl, now: b.clock.now(), uptime_s: Math.round(process.uptime()),
+        connections: b.stats.connections, links: b.stats.links, queues: visibleQueues(b).length,
+        extensions: b.extensions.all.map((e) => e.name), read_only: true,
+        commit: { batches: c.batches, groups: c.groups, max_groups: c.maxGroups, mean_latency_ms: c.batches ? c.totalLatencyMs / c.batches : 0 },
+      });
+    }
+    if (parts[0] !== 'queues') throw new HttpError(404, 'not-found', `no such endpoint: ${u.pathname}`);
+    if (parts.length === 1) return sendJson(res, 200, visibleQueues(b).map((q) => queueJson(b, q)));
+    const q = this.#queue(parts[1]);
+    if (parts.length === 2) return sendJson(res, 200, queueJson(b, q));
+    if (parts.length !== 3) throw new HttpError(404, 'not-found', `no such endpoint: ${u.pathname}`);
+    switch (parts[2]) {
+      case 'sow': return this.#sow(res, u, q);
+      case 'history': return this.#history(res, u, q);
+      case 'events': return this.#events(req, res, q);
+      default: throw new HttpError(404, 'not-found', `no such endpoint: ${u.pathname}`);
+    }
+  }
+
+  async #sow(res: ServerResponse, u: URL, q: Queue): Promise<void> {
+    const top = intParam(u, 'top_n', 20, MAX_PAGE)!;
+    const skip = intParam(u, 'skip_n', 0, Number.MAX_SAFE_INTEGER)!;
+    const orderBy = u.searchParams.get('order_by')?.trim() || undefined;
+    const filter = u.searchParams.get('filter')?.trim() || undefined;
+    const at = u.searchParams.get('at')?.trim() || undefined;
+    // One more than a page tells whether there is a next page.
+    const options: Record<string, unknown> = { top_n: top + 1 };
+    if (skip) options.skip_n = skip;
+    if (orderBy) options.order_by = orderBy;
+    const started = performance.now();
+    try {
+      const r = await this.#client.query(q.name, { filter, bookmark: at, options });
+      sendJson(res, 200, {
+        queue: q.name, filter: filter ?? null, order_by: orderBy ?? null, at: at ?? null, top_n: top, skip_n: skip,
+        group_end_scn: r.groupEnd ?? null, more: r.records.length > top, records: r.records.slice(0, top),
+        elapsed_ms: Math.round((performance.now() - started) * 10) / 10,
+      });
+    } catch (e) {
+      if (e instanceof AmqpRefusal) throw new HttpError(statusOf(e.condition), e.condition, e.message);
+      throw new HttpError(503, 'unavailable', (e as Error).message);
+    }
+  }
+
+  async #history(res: ServerResponse, u: URL, q: Queue): Promise<void> {
+    const key = u.searchParams.get('key');
+    if (key === null || key === '') throw new HttpError(400, 'bad-request', 'history needs ?key=');
+    const h = await readKeyHistory(q, key, { limit: intParam(u, 'limit', 1000, 10000) });
+    if (!h) throw new HttpError(400, 'bad-request', `queue ${q.name} is not a SOW queue (no sow.key)`);
+    const now = this.#b.clock.now();
+    sendJson(res, 200, {
+      queue: q.name, key, now, window_ms: h.windowMs ?? null, window_start: h.windowMs !== undefined ? now - h.windowMs : null,
+      truncated: h.truncated,
+      versions: h.versions.map((v) => ({ scn: v.scn, ts: v.ts, op: v.op, body: v.op === 'delete' ? null : toRecord(decodeMessage(v.bytes)).body })),
+    });
+  }
+
+  async #events(req: IncomingMessage, res: ServerResponse, q: Queue): Promise<void> {
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    res.write('retry: 3000\n\n');
+    this.#streams.add(res);
+    const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15000);
+    heartbeat.unref();
+    let stop: (() => void) | undefined;
+    const end = () => { clearInterval(heartbeat); this.#streams.delete(res); stop?.(); if (!res.writableEnded) res.end(); };
+    req.on('close', end);
+    try {
+      stop = await this.#client.tail(q.name, (r) => res.write(`event: record\ndata: ${JSON.stringify(r, jsonReplacer)}\n\n`), (err) => {
+        res.write(`event: end\ndata: ${JSON.stringify({ error: err?.message ?? null })}\n\n`);
+        end();
+      });
+      if (res.writableEnded) stop();
+      else res.write(`event: ready\ndata: ${JSON.stringify({ queue: q.name, scn_head: q.committedScn })}\n\n`);
+    } catch (e) {
+      res.write(`event: end\ndata: ${JSON.stringify({ error: (e as Error).message })}\n\n`);
+      end();
+    }
+  }
+
+  /** Ends every open event stream (listener stop). */
+  closeStreams(): void { for (const s of [...this.#streams]) { try { s.end(); } catch { /* gone */ } } this.#streams.clear(); }
+}
