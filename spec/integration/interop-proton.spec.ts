@@ -34,6 +34,16 @@ describe('interop: Python Qpid Proton', function () {
     expect(r.stdout).to.contain('Hello World!');
   });
 
+  it('client.py / server.py request-response through a dynamic reply queue', async function () {
+    const server = runProton('server.py', ['-a', addr('px.requests'), '-m', '4']);
+    await new Promise((res) => setTimeout(res, 700));
+    const c = await runProton('client.py', ['-a', addr('px.requests')]);
+    const s = await server;
+    expect(c.code, c.stderr).to.equal(0);
+    expect(s.code, s.stderr).to.equal(0);
+    expect(c.stdout).to.contain('TWAS BRILLIG');
+  });
+
   it('selected_recv.py with colour_send.py gets only the green messages (JMS selector)', async function () {
     const s = await runProton('colour_send.py', ['-a', addr('px.colours'), '-m', '10']);
     expect(s.code, s.stderr).to.equal(0);

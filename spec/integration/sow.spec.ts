@@ -173,3 +173,48 @@ describe('SOW queues (semantics.md 2, 4)', function () {
 });
 
 void r;
+
+describe('SOW replace and conflation (semantics.md 5, acceptance B4, B5)', function () {
+  this.timeout(30000);
+  const b = useBroker();
+  const q = (name: string) => ({ address: name, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } });
+  const rec = (id: string, extra: Record<string, unknown>) => ({ body: JSON.stringify({ id, ...extra }) });
+
+  it('replace: the new link gets only newly matching records, oof for those leaving focus, then live; the old link closes', async function () {
+    const url = b.get().url;
+    await send(url, q('sow.replace'), [rec('a', { p: 5 }), rec('b', { p: 15 }), rec('c', { p: 25 }), rec('d', { p: 35 })]);
+    const c = await connect(url);
+    try {
+      const old = await openReceiver(c, { address: 'sow.replace', filter: tmFilters({ command: 'sow_and_subscribe', filter: '/p > 10 AND /p < 30', options: { oof: true } }) }, { name: 'view-1' });
+      const first = await collect(old, { idleMs: 400, until: (m) => cmdOf(m) === 'group_end' });
+      expect(first.filter((m) => cmdOf(m) === 'sow').map(keyOf)).to.deep.equal(['b', 'c']);
+      let oldClosed = false;
+      old.on('receiver_close', () => { oldClosed = true; });
+      const nu = await openReceiver(c, { address: 'sow.replace', filter: tmFilters({ command: 'sow_and_subscribe', filter: '/p > 20', options: { oof: true, replace: 'view-1' } }) }, { name: 'view-2' });
+      const p = collect(nu, { idleMs: 800 });
+      await sleep(200);
+      await send(url, 'sow.replace', [rec('e', { p: 50 })]);
+      const got = await p;
+      const seq = got.map((m) => `${cmdOf(m)}:${keyOf(m)}${m.message.message_annotations?.['x-opt-tm-oof-reason'] ? ':' + m.message.message_annotations['x-opt-tm-oof-reason'] : ''}`);
+      expect(seq).to.deep.equal(['group_begin:', 'oof:b:match', 'sow:d', 'group_end:', 'publish:e']);
+      expect(oldClosed).to.equal(true);
+    } finally { await c.close(); }
+  });
+
+  it('conflation: 100 updates of one key within the interval arrive as one message with the last state; the snapshot is not conflated', async function () {
+    const url = b.get().url;
+    await send(url, q('sow.conflate'), [rec('x', { n: 0 }), rec('y', { n: 0 })]);
+    const c = await connect(url);
+    try {
+      const rcv = await openReceiver(c, { address: 'sow.conflate', filter: tmFilters({ command: 'sow_and_subscribe', options: { conflation: '1s' } }) });
+      const p = collect(rcv, { idleMs: 2500 });
+      await sleep(100);
+      await send(url, 'sow.conflate', Array.from({ length: 100 }, (_, i) => rec('x', { n: i + 1 })));
+      const got = await p;
+      expect(got.filter((m) => cmdOf(m) === 'sow').map(keyOf)).to.deep.equal(['x', 'y']);
+      const live = got.filter((m) => cmdOf(m) === 'publish');
+      expect(live).to.have.length(1);
+      expect(bodyJson(live[0]).n).to.equal(100);
+    } finally { await c.close(); }
+  });
+});

@@ -54,6 +54,9 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
   let timer: NodeJS.Timeout | undefined;
   let broker: BrokerContext | undefined;
   const durables = new DurableSubscriptions();
+  /** Open SOW links by connection and link name, for `replace`. */
+  const live = new Map<string, { consumer: SowConsumer; sink: DeliverySink }>();
+  const linkId = (connection: string, link: string) => `${connection}\u0000${link}`;
 
   const filters: FilterSpec[] = [
     { symbol: COMMAND, parse: (v) => ({ data: parseCommand(v) }) },
@@ -149,7 +152,20 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
         }
       }
     }
-    return new SowConsumer(s, req, sink, sp);
+    if (options.replace !== undefined) {
+      // Replace (semantics.md 5): take over a link of this connection atomically.
+      const old = live.get(linkId(req.connectionId, options.replace));
+      if (!old) throw new TidemarkError(Conditions.notFound, `replace: no SOW link named ${options.replace} on this connection`);
+      sp.replaceFrom = old.consumer.handOver();
+      old.consumer.close();
+      old.sink.close();
+    }
+    const consumer = new SowConsumer(s, req, sink, sp);
+    const id = linkId(req.connectionId, req.linkName);
+    live.set(id, { consumer, sink });
+    const close = consumer.close.bind(consumer);
+    consumer.close = () => { if (live.get(id)?.consumer === consumer) live.delete(id); close(); };
+    return consumer;
   }
 
   /** The consumer for a request, durable or not; undefined leaves it to the queue's structure. */

@@ -40,6 +40,8 @@ export interface SowPlan {
   annotate: boolean;
   /** Consumer checkpoints: every message carries x-opt-tm-checkpoint (wire.md 6). */
   checkpoint?: CheckpointPlan;
+  /** Taking over from another link (`replace`): what it delivered and how far it got. */
+  replaceFrom?: { delivered: Set<string>; position: number };
 }
 
 export interface CheckpointPlan {
@@ -79,6 +81,11 @@ export class SowConsumer implements Consumer {
   readonly #delivered = new Set<string>();
   readonly #track: boolean;
   #unsubscribe?: () => void;
+  /** Conflation: latest pending message per conflation key, flushed once per interval. */
+  readonly #conflated = new Map<string, { bytes: Buffer; ann: Record<string, unknown>; ev: SowEvent }>();
+  #conflationTimer?: NodeJS.Timeout;
+  /** Replace: keys of the replaced link's deliveries seen in the new snapshot. */
+  readonly #replaceSeen = new Set<string>();
   #draining = false;
 
   constructor(structure: SowStructure, req: ConsumerRequest, sink: DeliverySink, plan: SowPlan) {
@@ -91,6 +98,9 @@ export class SowConsumer implements Consumer {
   }
 
   #queryId(): string | undefined { return this.#plan.options.query_id; }
+
+  /** What this link has delivered and how far it got, for a `replace` taking it over. */
+  handOver(): { delivered: Set<string>; position: number } { return { delivered: new Set(this.#delivered), position: this.#position }; }
 
   #marker(cmd: string, scn?: number, cp?: Checkpoint, position?: number): void {
     if (!this.#plan.annotate) {
@@ -192,6 +202,36 @@ export class SowConsumer implements Consumer {
   #matches(env: MessageEnv): boolean {
     for (const pr of this.#req.predicates) if (!pr(env)) return false;
     return true;
+  }
+
+  /**
+   * Replace (semantics.md 5): a record the old link already delivered and that has not changed
+   * since its position is not sent again; one that no longer matches gets an oof `match`.
+   * Returns true when the row should go through the normal snapshot rules.
+   */
+  #replaceRow(r: Row): boolean {
+    const rf = this.#plan.replaceFrom!;
+    const had = rf.delivered.has(r.key);
+    if (had) this.#replaceSeen.add(r.key);
+    const matches = this.#req.predicates.length === 0 || this.#matches(new MessageEnv(decodeMessage(r.bytes)));
+    if (!matches) {
+      if (had && this.#plan.options.oof) this.#send(r.bytes, this.#annotations('oof', r.scn, r.key, r.ts, 'match'));
+      return false;
+    }
+    if (had && r.scn <= rf.position) { this.#delivered.add(r.key); return false; }
+    return true;
+  }
+
+  /** After a replace snapshot: records the old link delivered that are gone were deleted meanwhile. */
+  #replaceDeleted(): void {
+    const rf = this.#plan.replaceFrom;
+    if (!rf) return;
+    for (const key of rf.delivered) {
+      if (this.#replaceSeen.has(key)) continue;
+      const empty = encodeMessage({ body: null });
+      this.#send(empty, this.#annotations(this.#plan.options.oof ? 'oof' : 'delete', this.#groupEndScn, key, this.#s.queue.ctx.clock.now(), this.#plan.options.oof ? 'deleted' : undefined));
+    }
+    this.#plan.replaceFrom = undefined;
   }
 
   /** Applies filter, skip_n and top_n to a snapshot row; true when it is to be sent. */
@@ -302,10 +342,40 @@ export class SowConsumer implements Consumer {
   }
 
   #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent): void {
+    if (ev && this.#plan.options.conflation && this.#phase === 'events') { this.#conflate(bytes, ann, ev); return; }
     if (ev && this.#plan.checkpoint) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#eventCheckpoint(ev));
     const out = rewriteMessage(bytes, indexSections(bytes), null, ann);
     this.#s.queue.counters.delivered++;
     this.#sink.send(out, undefined, { settled: this.#sink.presettled, position: ev ? ev.scn : -1 });
+  }
+
+  /** Conflation key of an event: the conflation_key paths, or the SOW key. */
+  #conflationKey(ev: SowEvent): string {
+    const paths = this.#plan.options.conflation_key;
+    if (!paths?.length) return ev.key;
+    const env = this.#envOf(ev);
+    return JSON.stringify(paths.map((p) => env.bodyPath(p.replace(/^\//, '').split('/'))));
+  }
+
+  /** Keeps only the latest message per conflation key; the interval timer sends them. */
+  #conflate(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent): void {
+    const k = this.#conflationKey(ev);
+    this.#conflated.delete(k);
+    this.#conflated.set(k, { bytes, ann, ev });
+    if (!this.#conflationTimer) {
+      this.#conflationTimer = setInterval(() => this.#flushConflated(), this.#plan.options.conflation);
+      this.#conflationTimer.unref?.();
+    }
+  }
+
+  #flushConflated(): void {
+    for (const [k, m] of this.#conflated) {
+      if (this.#closed || this.#sink.credit() <= 0) return;
+      this.#conflated.delete(k);
+      const out = rewriteMessage(m.bytes, indexSections(m.bytes), null, m.ann);
+      this.#s.queue.counters.delivered++;
+      this.#sink.send(out, undefined, { settled: this.#sink.presettled, position: m.ev.scn });
+    }
   }
 
   #enterEvents(): void {
@@ -395,6 +465,7 @@ export class SowConsumer implements Consumer {
         if (this.#phase === 'snapshot') {
           if (this.#rows.length) {
             const r = this.#rows.shift()!;
+            if (this.#plan.replaceFrom && !this.#replaceRow(r)) continue;
             if (this.#sortedLoaded || this.#admitRow(r)) {
               this.#sent++;
               if (this.#track) this.#delivered.add(r.key);
@@ -414,7 +485,10 @@ export class SowConsumer implements Consumer {
             boot.target = this.#s.queue.committedScn;
             this.#replayTarget = boot.target;
             this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start });
-          } else this.#marker('group_end', this.#groupEndScn, undefined, this.#groupEndScn);
+          } else {
+            this.#replaceDeleted();
+            this.#marker('group_end', this.#groupEndScn, undefined, this.#groupEndScn);
+          }
           this.#enterEvents();
           continue;
         }
@@ -465,6 +539,7 @@ export class SowConsumer implements Consumer {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#conflationTimer) clearInterval(this.#conflationTimer);
     this.#unsubscribe?.();
     void this.#releaseSnapshot();
   }

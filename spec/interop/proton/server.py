@@ -13,6 +13,7 @@ class Server(_interop.Base):
         super(Server, self).__init__(opts)
         self.limit = opts.messages
         self.served = 0
+        self.settled = 0
 
     def start(self, event):
         self.receiver = event.container.create_receiver(self.conn, self.node)
@@ -33,9 +34,11 @@ class Server(_interop.Base):
         self.served += 1
 
     def on_settled(self, event):
-        # done once the last reply has been settled by the peer
-        if self.limit and event.link == self.replies and self.served >= self.limit \
-                and event.link.unsettled == 0:
+        # done once every reply has been settled by the peer (counted here: the link's
+        # unsettled count still includes this delivery while the event is handled)
+        if event.link == self.replies:
+            self.settled += 1
+        if self.limit and self.served >= self.limit and self.settled >= self.limit:
             self.finish()
 
     def timed_out(self):
