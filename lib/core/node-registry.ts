@@ -133,7 +133,24 @@ export class NodeRegistry {
       this.#queues.set(def.name, q);
       for (const f of this.onCreated) f(q);
     }
+    await this.#clearOrphans([...this.#queues.values()].map((q) => q.id));
     log.info('recovered queues', { count: rows.length });
+  }
+
+  /**
+   * Rows of queues that are not defined any more (non-durable queues that kept rows, a deletion
+   * cut short by a crash) are removed at start, so a reused queue id starts empty.
+   */
+  async #clearOrphans(known: number[]): Promise<void> {
+    const ids = [...new Set(known)].sort((a, b) => a - b);
+    for (let tag = 0x10; tag < 0x80; tag++) {
+      let from = 0;
+      for (const id of [...ids, 0xffffffff]) {
+        if (id > from) await this.#ctx.store.clearRange(queuePrefix(tag, from), queuePrefix(tag, id));
+        from = id + 1;
+      }
+      await this.#ctx.store.clearRange(queuePrefix(tag, 0xffffffff), Buffer.from([tag + 1]));
+    }
   }
 
   /** Deletes a queue and every row it owns in every table. */

@@ -86,6 +86,18 @@ describe('history and replay (semantics.md 6, 7)', function () {
     expect(await stateAt(tb.url, q, iso(T0 + 11 * M))).to.deep.equal({ a: 2 });
   });
 
+  it('the window purge continues after a restart (what to purge is rebuilt from storage)', async function () {
+    const q = 'h.purge-restart';
+    clock.set(T0); await send(tb.url, histQueue(q, { 'sow.history.window': '10m' }), [pub({ id: 'a', v: 1 }), pub({ id: 'x', v: 1 })]);
+    await at(T0 + 1 * M, q, [pub({ id: 'a', v: 2 }), pub({ id: 'x' }, 'delete')]);
+    await tb.restart();
+    tb.url = tb.broker.urls[0];
+    clock.set(T0 + 12 * M);
+    await runRetention(tb.broker);
+    expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).history_versions).to.equal(1);
+    expect(await stateAt(tb.url, q, iso(T0 + 11 * M))).to.deep.equal({ a: 2 });
+  });
+
   it('granularity G keeps at most one superseded version per key per G, and queries return states that existed', async function () {
     const q = 'h.gran';
     clock.set(T0); await send(tb.url, histQueue(q, { 'sow.history.granularity': '1m' }), [pub({ id: 'a', v: 0 })]);

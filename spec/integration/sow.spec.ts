@@ -218,3 +218,20 @@ describe('SOW replace and conflation (semantics.md 5, acceptance B4, B5)', funct
     } finally { await c.close(); }
   });
 });
+
+describe('non-durable SOW queues', function () {
+  const b = useBroker();
+  it('answer queries from storage, and leave nothing behind for a queue that reuses their id after a restart', async function () {
+    const tb = b.get();
+    const nd = { address: 'sow.transient', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id', durable: false } };
+    await send(tb.url, nd, [{ body: JSON.stringify({ id: 'a', v: 1 }) }]);
+    expect((await sowQuery(tb.url, 'sow.transient')).records.map(keyOf)).to.deep.equal(['a']);
+    await tb.restart();
+    const url = tb.broker.urls[0];
+    expect(tb.broker.nodes.get('sow.transient')).to.equal(undefined);
+    await send(url, { address: 'sow.next', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } }, [{ body: JSON.stringify({ id: 'z', v: 1 }) }]);
+    const q = await sowQuery(url, 'sow.next');
+    expect(q.records.map(keyOf)).to.deep.equal(['z']);
+    expect(q.groupEnd).to.equal(1);
+  });
+});

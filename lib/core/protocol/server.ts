@@ -49,7 +49,7 @@ export interface ProtocolBackend {
   readonly stats: { connections: number; links: number };
 }
 
-interface LinkState { ready?: boolean; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
+interface LinkState { ready?: boolean; sink?: RheaSink; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
 const STATE = Symbol('tidemark.link');
 const HARDEN = Symbol('tidemark.harden');
 /** Marks SASL mechanisms that authenticate a user name (PLAIN); see #user. */
@@ -390,7 +390,13 @@ export class AmqpServer {
     }));
     // transactions: an outcome held by a transaction is applied at its discharge, not here.
     for (const t of ['accepted', 'released', 'rejected', 'modified'] as const) c.on(t, (ctx: any) => this.#guard(ctx, () => { if (!this.#tx.holds(ctx.delivery)) deliverOutcome(ctx.delivery, t); }));
-    c.on('settled', (ctx: any) => this.#guard(ctx, () => { if (ctx.sender && !this.#tx.holds(ctx.delivery)) deliverOutcome(ctx.delivery, 'settled'); }));
+    c.on('settled', (ctx: any) => this.#guard(ctx, () => {
+      if (!ctx.sender) return;
+      if (!this.#tx.holds(ctx.delivery)) deliverOutcome(ctx.delivery, 'settled');
+      // A settlement frees the session window: resume a link that stalled on it.
+      const st = this.#state(ctx.sender);
+      if (st?.sink?.blocked && st.ready) setImmediate(() => st.consumer?.onCredit());
+    }));
     // transactions: transactional acquisition (disposition transactional-state{txn-id, outcome}); rhea-patches.ts patch 3 names the event.
     c.on('transactional_state', (ctx: any) => this.#guard(ctx, () => { if (ctx.sender) this.#tx.onOutgoingState(ctx.sender, ctx.delivery); }));
     // rhea dispatches disposition events on its next processing tick, after a detach or close
@@ -616,6 +622,7 @@ export class AmqpServer {
       return;
     }
     const sink = new RheaSink(sender, `${req.containerId}/${req.linkName}`);
+    st.sink = sink;
     st.queue = q;
     try {
       st.consumer = this.#backend.openConsumer(q, req, sink);

@@ -16,9 +16,16 @@ export class RheaSink implements DeliverySink {
     this.presettled = sender.remote?.attach?.snd_settle_mode === 1;
   }
 
+  /** Link credit is there but the session's outgoing window is full (unsettled deliveries). */
+  blocked = false;
+
   credit(): number {
     if (this.#closed || !this.#sender.is_open?.()) return 0;
-    return this.#sender.sendable() ? this.#sender.credit : 0;
+    if (this.#sender.sendable()) { this.blocked = false; return this.#sender.credit; }
+    // rhea raises no event when settlements free the window again: the server re-pumps
+    // blocked links on their next settlement (see server.ts 'settled').
+    if (this.#sender.credit > 0) this.blocked = true;
+    return 0;
   }
 
   send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {

@@ -24,6 +24,11 @@ export interface PreparedEvent {
 /** How a queue stores and delivers: the list (standard/browse/ring/LVQ) or an extension's (SOW). */
 export interface QueueStructure {
   readonly kind: string;
+  /**
+   * True when the structure reads its own rows back from storage (SOW snapshots, history,
+   * replay), so they are written even for a non-durable queue (which is not recovered).
+   */
+  readonly needsStorage?: boolean;
   /** Builds one event at `scn`; throws TidemarkError to reject the message. Synchronous. */
   prepare(msg: InboundMessage, scn: number, windowEnd: number | undefined): PreparedEvent;
   openConsumer(req: ConsumerRequest, sink: DeliverySink): Consumer;
@@ -117,7 +122,7 @@ export class Queue {
     this.headScn = start + msgs.length;
     const lastScn = this.headScn;
     const ops: BatchOp[] = [];
-    if (this.durable) for (const p of prepared) for (const op of p.ops) ops.push(op);
+    if (this.durable || this.structure.needsStorage) for (const p of prepared) for (const op of p.ops) ops.push(op);
     return {
       ops,
       firstScn: start + 1,

@@ -53,7 +53,15 @@ export class Store {
   batch(ops: BatchOp[], sync: boolean): Promise<void> {
     const fault = faultInjector?.(ops); // test-only, see setFaultInjector
     if (fault) return Promise.reject(fault);
-    return this.#db.batch(ops as any, { sync });
+    // A chained batch: ops go to the native batch one by one. abstract-level's array form
+    // re-validates and copies every op in JS first, about 3x slower for our 1000s-op batches
+    // (measured: 3600 puts, 30 ms vs 9 ms with sync; docs/performance.md).
+    const b = this.#db.batch();
+    for (const op of ops) {
+      if (op.type === 'put') b.put(op.key, op.value);
+      else b.del(op.key);
+    }
+    return b.write({ sync });
   }
 
   async get(key: Buffer): Promise<Buffer | undefined> {

@@ -328,7 +328,8 @@ export class SowConsumer implements Consumer {
     this.#skipped = start;
     this.#sortedLoaded = true;
     this.#rowsDone = true;
-    this.#groupEndScn = S;
+    // A point older than the window answers with nothing, at SCN 0.
+    this.#groupEndScn = Math.max(0, S);
     this.pump();
   }
 

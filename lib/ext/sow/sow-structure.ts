@@ -54,10 +54,16 @@ export interface SowSettings {
   logMaxCount?: number;
 }
 
+/** A history row and when it stopped being current (or, for a tombstone, when it was written). */
+interface PurgeEntry { ts: number; key: string; scn: number; tomb?: boolean }
+
+/** Recent events kept in memory for subscribers (older ones are read from the log). */
 const RING_CAPACITY = 20000;
+const RING_CHUNK = 2000;
 
 export class SowStructure implements QueueStructure {
   readonly kind = 'sow';
+  readonly needsStorage = true;
   readonly queue: Queue;
   readonly settings: SowSettings;
   readonly records = new Map<string, SowRecord>();
@@ -129,14 +135,19 @@ export class SowStructure implements QueueStructure {
     ops.push({ type: 'put', key: timeKey(q.id, ts, scn), value: Buffer.alloc(0) });
     let histAdded = 0;
     let lastKeptTs = prev?.lastKeptTs;
+    /** History rows that become purgeable once `ts` is older than the window. */
+    const purgeable: PurgeEntry[] = [];
     if (this.hasHistory) {
       // Granularity: the superseded version stays only if no copy of this key was kept in the last G.
       if (prev && this.settings.historyGranularity > 0) {
         const keep = lastKeptTs === undefined || prev.ts - lastKeptTs >= this.settings.historyGranularity;
-        if (keep) lastKeptTs = prev.ts; else { ops.push({ type: 'del', key: histKey(q.id, key, prev.scn) }); histAdded--; }
+        if (keep) { lastKeptTs = prev.ts; purgeable.push({ ts, key, scn: prev.scn }); }
+        else { ops.push({ type: 'del', key: histKey(q.id, key, prev.scn) }); histAdded--; }
       } else if (prev) {
         lastKeptTs = prev.ts;
+        purgeable.push({ ts, key, scn: prev.scn });
       }
+      if (op === 'delete') purgeable.push({ ts, key, scn, tomb: true });
       ops.push({ type: 'put', key: histKey(q.id, key, scn), value: encodeEvent({ ts, op: op === 'delete' ? 'delete' : 'publish' }, op === 'delete' ? Buffer.alloc(0) : bytes) });
       histAdded++;
     }
@@ -158,10 +169,12 @@ export class SowStructure implements QueueStructure {
       committed: () => {
         this.#settle(key, pend, 'done');
         this.historyVersions += histAdded;
+        for (const p of purgeable) this.#purgeQueue.push(p);
         this.logCount++;
         if (this.oldestLogScn === 0) this.oldestLogScn = scn;
         this.ring.push(ev);
-        if (this.ring.length > RING_CAPACITY) this.#trimRing(this.ring.length - RING_CAPACITY);
+        // Trim in chunks: one splice per RING_CHUNK events, not one per event.
+        if (this.ring.length > RING_CAPACITY + RING_CHUNK) this.#trimRing(this.ring.length - RING_CAPACITY);
         for (const s of this.#subscribers) s.wake();
       },
       failed: () => this.#settle(key, pend, 'failed'),
@@ -199,6 +212,13 @@ export class SowStructure implements QueueStructure {
     }
     if (chain.length === 0) this.#pending.delete(key);
   }
+
+  /**
+   * History rows in the order they stop being current (supersede or delete time), so the
+   * window purge pops from the front instead of scanning the history table.
+   */
+  readonly #purgeQueue: PurgeEntry[] = [];
+  #purgeHead = 0;
 
   /** Every committed event with SCN > ringFloor is in the ring. */
   ringFloor = 0;
@@ -250,9 +270,14 @@ export class SowStructure implements QueueStructure {
       this.historyVersions = await countRange(store, hp);
       // lastKeptTs per key: the newest superseded version kept.
       let prevKey = '', prevTs: number | undefined, lastKept: number | undefined;
+      let prevRow: { key: string; scn: number; ts: number; tomb: boolean } | undefined;
+      const entries: PurgeEntry[] = [];
       for (const [k, v] of await store.all({ gte: hp, lt: prefixEnd(hp) })) {
-        const { key } = parseHistKey(k);
+        const { key, scn } = parseHistKey(k);
         const { meta } = decodeEvent(v);
+        if (prevRow && prevRow.key === key) entries.push({ ts: meta.ts, key, scn: prevRow.scn });
+        else if (prevRow?.tomb) entries.push({ ts: prevRow.ts, key: prevRow.key, scn: prevRow.scn, tomb: true });
+        prevRow = { key, scn, ts: meta.ts, tomb: meta.op === 'delete' };
         if (key !== prevKey) {
           if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
           prevKey = key; lastKept = undefined; prevTs = undefined;
@@ -262,6 +287,9 @@ export class SowStructure implements QueueStructure {
         prevTs = meta.ts;
       }
       if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
+      if (prevRow?.tomb) entries.push({ ts: prevRow.ts, key: prevRow.key, scn: prevRow.scn, tomb: true });
+      entries.sort((a, b) => a.ts - b.ts);
+      this.#purgeQueue.push(...entries);
     }
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
     if (head) max = Math.max(max, Number(head.readBigUInt64BE(0)) - 1);
@@ -305,60 +333,48 @@ export class SowStructure implements QueueStructure {
 
   close(): void { for (const s of [...this.#subscribers]) s.close(); }
 
-  /** Background retention: trims the log (log.retention, log.max_count) and history (window). */
+  /**
+   * Background retention: trims the log (log.retention, log.max_count) and history (window).
+   * Cost is proportional to what is removed, never to what is kept: log bounds come from the
+   * head SCN and the time index, history purges pop from a queue ordered by supersede time.
+   */
   async trim(now: number): Promise<void> {
     const q = this.queue;
     const store = q.ctx.store;
     const s = this.settings;
     if (s.logMaxCount !== undefined || s.logRetention !== undefined) {
       let cutoff = 0; // delete log events with scn < cutoff
-      if (s.logMaxCount !== undefined && this.logCount > s.logMaxCount) {
-        const lp = queuePrefix(CoreTables.log, q.id);
-        const rows = await store.all({ gte: lp, lt: prefixEnd(lp), reverse: true, limit: s.logMaxCount, keysOnly: true });
-        if (rows.length) cutoff = Math.max(cutoff, Number(rows[rows.length - 1][0].readBigUInt64BE(5)));
-      }
+      if (s.logMaxCount !== undefined) cutoff = Math.max(cutoff, q.committedScn - s.logMaxCount + 1);
       if (s.logRetention !== undefined) {
         const tp = queuePrefix(TIME, q.id);
         const old = await store.all({ gte: tp, lt: timeKey(q.id, now - s.logRetention, 0), reverse: true, limit: 1, keysOnly: true });
         if (old.length) cutoff = Math.max(cutoff, Number(old[0][0].readBigUInt64BE(13)) + 1);
       }
-      if (cutoff > this.oldestLogScn) {
-        const lp = queuePrefix(CoreTables.log, q.id);
-        const dels = await store.all({ gte: lp, lt: scnKey(CoreTables.log, q.id, cutoff), keysOnly: true });
-        const ops: BatchOp[] = dels.map(([k]) => ({ type: 'del', key: k }));
-        // time rows of the trimmed events
-        const tp = queuePrefix(TIME, q.id);
-        for (const [k] of await store.all({ gte: tp, lt: prefixEnd(tp), keysOnly: true })) {
-          if (Number(k.readBigUInt64BE(13)) < cutoff) ops.push({ type: 'del', key: k }); else break;
-        }
-        if (ops.length) {
-          await new Promise<void>((res) => q.ctx.committer.add(ops, () => res()));
-          this.logCount -= dels.length;
-          this.oldestLogScn = cutoff;
-          const i = this.ring.findIndex((e) => e.scn >= cutoff);
-          this.#trimRing(i === -1 ? this.ring.length : i);
-          this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
-        }
+      if (cutoff > this.oldestLogScn && this.oldestLogScn > 0) {
+        // Old rows are immutable, so they can go outside the commit order: two range deletes.
+        const last = await store.get(scnKey(CoreTables.log, q.id, cutoff));
+        const cutTs = last ? decodeEvent(last).meta.ts : now;
+        await store.clearRange(queuePrefix(CoreTables.log, q.id), scnKey(CoreTables.log, q.id, cutoff));
+        await store.clearRange(queuePrefix(TIME, q.id), timeKey(q.id, cutTs, cutoff));
+        this.logCount = Math.max(0, this.logCount - (cutoff - this.oldestLogScn));
+        this.oldestLogScn = cutoff;
+        const i = this.ring.findIndex((e) => e.scn >= cutoff);
+        this.#trimRing(i === -1 ? this.ring.length : i);
+        this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
       }
     }
     if (this.hasHistory) {
       const horizon = now - s.historyWindow!;
-      const hp = queuePrefix(HIST, q.id);
       const ops: BatchOp[] = [];
-      let group: Array<{ k: Buffer; ts: number; op: string }> = [];
-      let groupKey = '';
-      const flush = () => {
-        // A version stops being current when the next one starts; purge once that is older than the window.
-        for (let i = 0; i < group.length - 1; i++) if (group[i + 1].ts < horizon) ops.push({ type: 'del', key: group[i].k });
-        const last = group[group.length - 1];
-        if (last && last.op === 'delete' && last.ts < horizon) ops.push({ type: 'del', key: last.k });
-      };
-      for (const [k, v] of await store.all({ gte: hp, lt: prefixEnd(hp) })) {
-        const { key } = parseHistKey(k);
-        if (key !== groupKey) { flush(); group = []; groupKey = key; }
-        group.push({ k, ts: decodeEvent(v).meta.ts, op: decodeEvent(v).meta.op ?? 'publish' });
+      const pq = this.#purgeQueue;
+      while (this.#purgeHead < pq.length && pq[this.#purgeHead].ts < horizon) {
+        const e = pq[this.#purgeHead++];
+        // A tombstone goes only while its key is still deleted (a re-created key keeps it
+        // until its own supersede entry, which is the same row, comes round).
+        if (e.tomb && this.records.has(e.key) && (this.records.get(e.key)!.scn < e.scn)) continue;
+        ops.push({ type: 'del', key: histKey(q.id, e.key, e.scn) });
       }
-      flush();
+      if (this.#purgeHead > 4096 && this.#purgeHead * 2 > pq.length) { pq.splice(0, this.#purgeHead); this.#purgeHead = 0; }
       if (ops.length) {
         await new Promise<void>((res) => q.ctx.committer.add(ops, () => res()));
         this.historyVersions -= ops.length;

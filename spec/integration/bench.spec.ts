@@ -1,0 +1,68 @@
+/**
+ * Smoke test of tidemark-bench (issue 9): a tiny run against a test broker, checking the
+ * shape of the --json result and that every measured rate is non-zero. No timing
+ * thresholds: the figures depend on the machine.
+ */
+import { expect } from 'chai';
+import { useBroker } from '../support/broker.js';
+import { runTool } from '../support/tools.js';
+
+describe('tidemark-bench (smoke)', function () {
+  this.timeout(90000);
+  const b = useBroker();
+
+  it('runs every workload with tiny N and prints a JSON result', async () => {
+    const res = await runTool('tidemark-bench', [
+      '--url', b.get().url, '--address', 'smoke', '--json', '--no-progress',
+      '-n', '200', '--size', '100', '--keys', '20', '--window', '500',
+      '--latency-rate', '200', '--latency-count', '50',
+      '--sow-keys', '50', '--sow-versions', '2', '--load-rate', '100', '--replay-count', '60',
+    ], { timeoutMs: 80000 });
+    expect(res.timedOut, res.stderr).to.equal(false);
+    expect(res.code, res.stderr).to.equal(0);
+    const out = JSON.parse(res.stdout);
+    expect(out.tool).to.equal('tidemark-bench');
+    expect(out.params).to.include({ count: 200, size: 100, keys: 20, window: 500, rounds: 1, durable: true });
+    expect(out.targets).to.have.length(1);
+    expect(out.targets[0]).to.include({ side: 'A', product: 'tidemark', declare: 'sow', tidemark: true });
+    expect(out.rounds).to.have.length(1);
+    const r = out.rounds[0].results.A;
+    expect(r.publish).to.include({ accepted: 200, rejected: 0 });
+    expect(r.publish.rate).to.be.greaterThan(0);
+    expect(r.consume.received).to.equal(200);
+    expect(r.consume.rate).to.be.greaterThan(0);
+    expect(r.latency.received).to.equal(50);
+    for (const k of ['p50_ms', 'p90_ms', 'p99_ms', 'p999_ms', 'max_ms']) expect(r.latency[k]).to.be.a('number').and.to.be.at.least(0);
+    expect(r.latency.p50_ms).to.be.at.most(r.latency.p99_ms);
+    expect(r.sow.records).to.equal(50);
+    expect(r.sow.rate).to.be.greaterThan(0);
+    expect(r.historical.records).to.equal(50);
+    expect(r.historical.seconds).to.be.greaterThan(0);
+    expect(r.replay.events).to.equal(60);
+    expect(r.replay.rate).to.be.greaterThan(0);
+    expect(r['sow-and-subscribe'].snapshot_records).to.equal(50);
+    expect(r.bootstrap.skipped).to.match(/not implemented/);
+    for (const w of ['publish', 'consume', 'latency', 'sow', 'historical', 'sow-and-subscribe', 'replay']) {
+      expect(out.summary[w], w).to.have.property('A_median').that.is.a('number');
+    }
+  });
+
+  it('skips the SOW workloads against a peer queue that is not a SOW queue, with the reason', async () => {
+    const res = await runTool('tidemark-bench', [
+      '--url', b.get().url, '--address', 'smoke-plain', '--declare', 'plain', '--json', '--no-progress',
+      '-n', '50', '--keys', '5', '--window', '20', '--workloads', 'publish,consume,sow',
+    ], { timeoutMs: 40000 });
+    expect(res.code, res.stderr).to.equal(0);
+    const out = JSON.parse(res.stdout);
+    const r = out.rounds[0].results.A;
+    expect(r.publish.accepted).to.equal(50);
+    expect(r.consume.received).to.equal(50);
+    expect(r.sow.skipped).to.match(/not declared as a SOW queue/);
+  });
+
+  it('refuses an unknown workload', async () => {
+    const res = await runTool('tidemark-bench', ['--url', b.get().url, '--workloads', 'publish,nope'], { timeoutMs: 20000 });
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.match(/unknown workload 'nope'/);
+  });
+});

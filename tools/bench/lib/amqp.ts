@@ -1,0 +1,123 @@
+/**
+ * The AMQP side of the benchmark: one rhea connection per role, links opened with bounded
+ * waits, and the Tidemark-specific terminus pieces (create-on-demand SOW queue, command /
+ * bookmark / options filters). Nothing here assumes the peer is Tidemark.
+ */
+import rhea from 'rhea';
+import { parseBrokerUrl } from '../../common/connection.js';
+
+export const r: any = rhea;
+
+export interface Conn {
+  connection: any;
+  /** `product` from the peer's open properties (Tidemark says 'tidemark'). */
+  product: string;
+  close(): Promise<void>;
+}
+
+let seq = 0;
+
+export function connect(url: string, timeoutMs = 10000): Promise<Conn> {
+  const a = parseBrokerUrl(url);
+  const container = r.create_container({ id: `tidemark-bench-${process.pid}-${++seq}` });
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const opts: Record<string, unknown> = { host: a.host, port: a.port, reconnect: false, transport: a.scheme === 'amqps' ? 'tls' : 'tcp' };
+    if (a.username) { opts.username = a.username; opts.password = a.password ?? ''; }
+    const connection = container.connect(opts);
+    const fail = (msg: string) => { if (done) return; done = true; clearTimeout(timer); try { connection.close(); } catch { /* ignore */ } reject(new Error(msg)); };
+    const timer = setTimeout(() => fail(`could not connect to ${url} within ${timeoutMs / 1000}s`), timeoutMs);
+    connection.on('connection_error', () => fail(`connection to ${url} refused: ${describe(connection.error)}`));
+    connection.on('disconnected', (ctx: any) => fail(`cannot connect to ${url}: ${ctx?.error?.message ?? 'disconnected'}`));
+    connection.on('error', () => { /* reported through disconnected */ });
+    connection.once('connection_open', () => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      const props = connection.remote?.open?.properties ?? {};
+      resolve({
+        connection,
+        product: String(props.product ?? ''),
+        close: () => new Promise<void>((res) => {
+          if (!connection.is_open()) { res(); return; }
+          const t = setTimeout(() => { try { connection.socket?.destroy(); } catch { /* ignore */ } res(); }, 2000);
+          const fin = () => { clearTimeout(t); res(); };
+          connection.once('connection_close', fin);
+          connection.once('disconnected', fin);
+          connection.close();
+        }),
+      });
+    });
+  });
+}
+
+export function describe(err: any): string {
+  if (!err) return 'closed by the peer';
+  const pick = (v: any) => (v && typeof v === 'object' && 'value' in v ? v.value : v);
+  const c = pick(err.condition); const d = pick(err.description);
+  return [c, d].filter(Boolean).join(': ') || String(err);
+}
+
+/** Opens a sender; resolves once it has been attached (credit may come later). */
+export function openSender(c: Conn, target: Record<string, unknown>, timeoutMs = 10000): Promise<any> {
+  return new Promise((resolve, reject) => {
+    const s = c.connection.open_sender({ target, autosettle: true });
+    let done = false;
+    const finish = (e?: Error) => { if (done) return; done = true; clearTimeout(t); e ? reject(e) : resolve(s); };
+    const t = setTimeout(() => finish(new Error(`sender attach to ${target.address} not answered in ${timeoutMs / 1000}s`)), timeoutMs);
+    s.once('sender_open', () => {
+      const tgt = s.remote?.attach?.target;
+      if (!tgt || tgt?.type?.name === 'Null') return; // refused: the detach follows
+      finish();
+    });
+    s.once('sender_close', () => finish(new Error(`sender to ${target.address} refused: ${describe(s.error)}`)));
+    s.once('sender_error', () => finish(new Error(`sender to ${target.address} refused: ${describe(s.error)}`)));
+  });
+}
+
+/** Opens a receiver with manual (credit_window 0) or automatic credit; resolves on attach. */
+export function openReceiver(c: Conn, source: Record<string, unknown>, opts: { creditWindow: number; autoaccept?: boolean; presettled?: boolean }, timeoutMs = 10000): Promise<any> {
+  return new Promise((resolve, reject) => {
+    const rcv = c.connection.open_receiver({
+      source, credit_window: opts.creditWindow, autoaccept: opts.autoaccept ?? true,
+      ...(opts.presettled ? { snd_settle_mode: 1 } : {}),
+    });
+    let done = false;
+    const finish = (e?: Error) => { if (done) return; done = true; clearTimeout(t); e ? reject(e) : resolve(rcv); };
+    const t = setTimeout(() => finish(new Error(`receiver attach to ${source.address} not answered in ${timeoutMs / 1000}s`)), timeoutMs);
+    rcv.once('receiver_open', () => {
+      const src = rcv.remote?.attach?.source;
+      if (!src || src?.type?.name === 'Null') return;
+      finish();
+    });
+    rcv.once('receiver_close', () => finish(new Error(`receiver from ${source.address} refused: ${describe(rcv.error)}`)));
+    rcv.once('receiver_error', () => finish(new Error(`receiver from ${source.address} refused: ${describe(rcv.error)}`)));
+  });
+}
+
+/** Tidemark source filters (wire.md 4), encoded as described values. */
+export function tmFilters(f: { command?: string; bookmark?: string; options?: Record<string, unknown> }): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const d = (desc: string, v: any) => r.types.described_nc(r.types.wrap_symbol(desc), v);
+  if (f.command) out.command = d('tidemark:command:symbol', r.types.wrap_symbol(f.command));
+  if (f.bookmark) out.bookmark = d('tidemark:bookmark:string', r.types.wrap_string(f.bookmark));
+  if (f.options) out.options = d('tidemark:options:map', r.types.wrap_map(f.options));
+  return out;
+}
+
+/** `x-opt-tm-cmd` of a received message ('' for a plain message). */
+export function cmdOf(m: any): string {
+  const v = m?.message_annotations?.['x-opt-tm-cmd'];
+  return v === undefined || v === null ? '' : String(v);
+}
+
+export function scnOf(m: any): number {
+  const v = m?.message_annotations?.['x-opt-tm-scn'];
+  return v === undefined || v === null ? -1 : Number(v);
+}
+
+/** Data messages of a Tidemark stream (not group_begin / group_end / completed markers). */
+export function isMarker(m: any): boolean {
+  const c = cmdOf(m);
+  return c === 'group_begin' || c === 'group_end' || c === 'completed';
+}

@@ -1,0 +1,300 @@
+/**
+ * The workloads. Each takes a connected target and returns plain figures; none of them
+ * knows whether the peer is Tidemark except through `Target.tidemark` / `declare`.
+ * Counting rules: publish counts only `accepted` outcomes; consume and replay count data
+ * messages only (Tidemark's group/completed markers are not counted).
+ */
+import { r, connect, openSender, openReceiver, tmFilters, cmdOf, scnOf, isMarker, type Conn } from './amqp.js';
+import { percentile } from './stats.js';
+import type { Progress } from './progress.js';
+
+export type Declare = 'sow' | 'plain' | 'none';
+
+export interface Target {
+  /** 'A' (--url) or 'B' (--vs) */
+  side: 'A' | 'B';
+  url: string;
+  address: string;
+  declare: Declare;
+  /** the peer said product=tidemark in its open frame */
+  tidemark: boolean;
+  product: string;
+  sowProps: Record<string, string>;
+}
+
+export interface Load { count: number; size: number; keys: number; window: number }
+
+const PAD = 'x'.repeat(65536);
+
+/** A JSON body of exactly `size` bytes (when size allows) keyed by `id`. */
+export function body(i: number, keyIndex: number, size: number): Buffer {
+  const head = `{"id":"k${String(keyIndex).padStart(7, '0')}","seq":${i},"pad":"`;
+  const padLen = Math.max(0, size - head.length - 2);
+  return Buffer.from(head + PAD.slice(0, padLen) + '"}');
+}
+
+function message(i: number, keyIndex: number, size: number, ts?: number): any {
+  const m: any = { durable: true, content_type: 'application/json', body: r.message.data_section(body(i, keyIndex, size)) };
+  if (ts !== undefined) m.application_properties = { bench_ts: ts };
+  return m;
+}
+
+/** The target terminus of a sender: create-on-demand with SOW properties when we declare. */
+export function senderTarget(t: Target, queue: string): Record<string, unknown> {
+  if (t.declare === 'none') return { address: queue };
+  return { address: queue, capabilities: ['create-on-demand', 'queue'], dynamic_node_properties: t.declare === 'sow' ? { ...t.sowProps } : {} };
+}
+
+/**
+ * The source of a consumer that reads the queue's messages back: on a Tidemark SOW queue a
+ * `subscribe` from bookmark 0 (a replay of the log, which is how messages are read back from
+ * it); elsewhere a plain consuming link.
+ */
+function readBackSource(t: Target, queue: string): Record<string, unknown> {
+  if (t.declare === 'sow') return { address: queue, filter: tmFilters({ command: 'subscribe', bookmark: '0' }) };
+  return { address: queue };
+}
+
+export interface PublishResult { accepted: number; rejected: number; released: number; modified: number; seconds: number; rate: number; mb_per_s: number }
+
+/** Publishes `load.count` durable messages over `load.keys` keys with at most `load.window` unsettled. */
+export async function publish(t: Target, queue: string, load: Load, progress: Progress, opts: { keyOffset?: number; label?: string } = {}): Promise<PublishResult> {
+  const c = await connect(t.url);
+  try {
+    const s = await openSender(c, senderTarget(t, queue));
+    progress.begin(opts.label ?? `publish ${t.side}`, load.count);
+    const res = await new Promise<PublishResult>((resolve, reject) => {
+      let sent = 0; let settled = 0; let accepted = 0; let rejected = 0; let released = 0; let modified = 0;
+      let start = 0;
+      const stall = setInterval(() => { if (performance.now() - lastActivity > 30000) fail(new Error(`publish to ${t.url} ${queue} stalled at ${settled}/${load.count} settled`)); }, 1000);
+      let lastActivity = performance.now();
+      const fail = (e: Error) => { clearInterval(stall); reject(e); };
+      const finish = () => {
+        const seconds = (performance.now() - start) / 1000;
+        clearInterval(stall);
+        resolve({ accepted, rejected, released, modified, seconds, rate: accepted / seconds, mb_per_s: (accepted * load.size) / seconds / 1e6 });
+      };
+      const pump = () => {
+        if (start === 0) start = performance.now();
+        while (sent < load.count && sent - settled < load.window && s.sendable()) {
+          const i = sent++;
+          s.send(message(i, (i + (opts.keyOffset ?? 0)) % load.keys, load.size));
+        }
+      };
+      const outcome = (kind: 'a' | 'j' | 'r' | 'm') => () => {
+        lastActivity = performance.now();
+        settled++;
+        if (kind === 'a') accepted++; else if (kind === 'j') rejected++; else if (kind === 'r') released++; else modified++;
+        progress.update(settled);
+        if (settled === load.count) finish(); else pump();
+      };
+      s.on('accepted', outcome('a'));
+      s.on('rejected', outcome('j'));
+      s.on('released', outcome('r'));
+      s.on('modified', outcome('m'));
+      s.on('sendable', pump);
+      s.on('sender_close', () => fail(new Error(`sender detached: ${s.error ? JSON.stringify(s.error) : ''}`)));
+      c.connection.on('disconnected', () => fail(new Error('disconnected during publish')));
+      pump();
+    });
+    progress.end();
+    return res;
+  } finally { progress.end(); await c.close(); }
+}
+
+export interface ConsumeResult { received: number; seconds: number; rate: number; credit_window: number }
+
+/** Reads `count` messages back with a credit window of `window`, accepting each. */
+export async function consume(t: Target, queue: string, count: number, window: number, progress: Progress, label = `consume ${t.side}`): Promise<ConsumeResult> {
+  const c = await connect(t.url);
+  try {
+    const start = performance.now();
+    let received = 0;
+    progress.begin(label, count);
+    const rcv = await openReceiver(c, readBackSource(t, queue), { creditWindow: window, autoaccept: true });
+    const seconds = await new Promise<number>((resolve, reject) => {
+      let last = performance.now();
+      const stall = setInterval(() => { if (performance.now() - last > 15000) { clearInterval(stall); reject(new Error(`consume from ${queue} stalled at ${received}/${count}`)); } }, 500);
+      rcv.on('message', (ctx: any) => {
+        if (isMarker(ctx.message)) return;
+        last = performance.now();
+        received++;
+        progress.update(received);
+        if (received === count) { clearInterval(stall); resolve((performance.now() - start) / 1000); }
+      });
+    });
+    progress.end();
+    return { received, seconds, rate: received / seconds, credit_window: window };
+  } finally { progress.end(); await c.close(); }
+}
+
+export interface LatencyResult { sent: number; received: number; rate_target: number; p50_ms: number; p90_ms: number; p99_ms: number; p999_ms: number; max_ms: number }
+
+/**
+ * End-to-end latency at a fixed rate: a consumer attached first (on a SOW queue a live
+ * `subscribe`), then `count` durable messages paced at `rate` msg/s, each carrying its send
+ * time; latency = receive time - send time, same process clock.
+ */
+export async function latency(t: Target, queue: string, load: Load, rate: number, count: number, progress: Progress): Promise<LatencyResult> {
+  const cr = await connect(t.url);
+  const cs = await connect(t.url);
+  try {
+    // a sender first so that the queue exists before the receiver attaches (create-on-demand)
+    const s = await openSender(cs, senderTarget(t, queue));
+    const src = t.declare === 'sow' ? { address: queue, filter: tmFilters({ command: 'subscribe' }) } : { address: queue };
+    const rcv = await openReceiver(cr, src, { creditWindow: load.window, autoaccept: true });
+    const lat = new Float64Array(count);
+    let received = 0; let sent = 0;
+    progress.begin(`latency ${t.side} @${rate}/s`, count);
+    await new Promise<void>((resolve, reject) => {
+      let last = performance.now();
+      const stall = setInterval(() => { if (performance.now() - last > 15000) { clearInterval(stall); clearInterval(tick); reject(new Error(`latency run on ${queue} stalled at ${received}/${count}`)); } }, 500);
+      rcv.on('message', (ctx: any) => {
+        if (isMarker(ctx.message)) return;
+        const ts = ctx.message.application_properties?.bench_ts;
+        if (typeof ts !== 'number') return;
+        last = performance.now();
+        lat[received++] = last - ts;
+        progress.update(received);
+        if (received === count) { clearInterval(stall); resolve(); }
+      });
+      const t0 = performance.now();
+      // pace by schedule, not by interval count: timers drift, the schedule does not
+      const tick = setInterval(() => {
+        const due = Math.min(count, Math.floor(((performance.now() - t0) / 1000) * rate) + 1);
+        while (sent < due && s.sendable()) { const i = sent++; s.send(message(i, i % load.keys, load.size, performance.now())); }
+        if (sent >= count) clearInterval(tick);
+      }, 1);
+    });
+    progress.end();
+    const sorted = lat.slice(0, received).sort();
+    return {
+      sent, received, rate_target: rate,
+      p50_ms: percentile(sorted, 50), p90_ms: percentile(sorted, 90), p99_ms: percentile(sorted, 99),
+      p999_ms: percentile(sorted, 99.9), max_ms: sorted[sorted.length - 1],
+    };
+  } finally { progress.end(); await cr.close(); await cs.close(); }
+}
+
+/** Reads a Tidemark command stream until `group_end` (or `until` says stop). */
+function readGroup(rcv: any, opts: { until?: (records: number, m: any) => boolean; timeoutMs?: number; onRecord?: (n: number) => void } = {}): Promise<{ records: number; groupEndScn: number; firstRecordMs: number; endMs: number }> {
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    let records = 0; let first = NaN; let last = performance.now();
+    const stall = setInterval(() => { if (performance.now() - last > (opts.timeoutMs ?? 20000)) { clearInterval(stall); reject(new Error(`no group_end after ${records} records`)); } }, 500);
+    rcv.on('message', (ctx: any) => {
+      last = performance.now();
+      const m = ctx.message;
+      const cmd = cmdOf(m);
+      if (cmd === 'group_end') {
+        clearInterval(stall);
+        resolve({ records, groupEndScn: scnOf(m), firstRecordMs: first, endMs: performance.now() - t0 });
+        return;
+      }
+      if (isMarker(m)) return;
+      if (Number.isNaN(first)) first = performance.now() - t0;
+      records++;
+      opts.onRecord?.(records);
+    });
+  });
+}
+
+export interface SowDataset { queue: string; keys: number; versions: number; events: number; load_seconds: number; load_rate: number }
+
+/** Loads keys × versions events into a fresh SOW queue (event i updates key i mod keys). */
+export async function loadSowDataset(t: Target, queue: string, keys: number, versions: number, size: number, window: number, progress: Progress): Promise<SowDataset> {
+  const res = await publish(t, queue, { count: keys * versions, size, keys, window }, progress, { label: `load sow ${keys}x${versions} ${t.side}` });
+  if (res.accepted !== keys * versions) throw new Error(`SOW dataset load: only ${res.accepted}/${keys * versions} accepted`);
+  return { queue, keys, versions, events: res.accepted, load_seconds: res.seconds, load_rate: res.rate };
+}
+
+export interface QueryResult { records: number; seconds: number; rate: number; group_end_scn: number; first_record_ms: number }
+
+/** `sow` command (optionally at a bookmark): records until group_end. */
+export async function sowQuery(t: Target, queue: string, window: number, progress: Progress, bookmark?: string, expect?: number, timeoutMs = 120000): Promise<QueryResult> {
+  const c = await connect(t.url);
+  try {
+    progress.begin(bookmark ? `historical ${t.side}` : `sow query ${t.side}`, expect ?? 1);
+    const t0 = performance.now();
+    const rcv = c.connection.open_receiver({ source: { address: queue, filter: tmFilters({ command: 'sow', ...(bookmark ? { bookmark } : {}) }) }, credit_window: window, autoaccept: true });
+    const g = await readGroup(rcv, { onRecord: (n) => progress.update(n), timeoutMs });
+    const seconds = (performance.now() - t0) / 1000;
+    progress.end();
+    return { records: g.records, seconds, rate: g.records / seconds, group_end_scn: g.groupEndScn, first_record_ms: g.firstRecordMs };
+  } finally { progress.end(); await c.close(); }
+}
+
+export interface SasResult { snapshot_records: number; attach_to_group_end_ms: number; attach_to_first_record_ms: number; group_end_to_first_live_ms: number; snapshot_rate: number; load_rate_target: number; load_published: number }
+
+/**
+ * sow_and_subscribe while a publisher updates the same queue at `loadRate` msg/s: the time
+ * from attach to the end of the snapshot (group_end), and from there to the first live event.
+ */
+export async function sowAndSubscribe(t: Target, ds: SowDataset, size: number, window: number, loadRate: number, progress: Progress): Promise<SasResult> {
+  const cp = await connect(t.url);
+  const cr = await connect(t.url);
+  let tick: NodeJS.Timeout | undefined;
+  try {
+    const s = await openSender(cp, senderTarget(t, ds.queue));
+    let published = 0;
+    const t0l = performance.now();
+    tick = setInterval(() => {
+      const due = Math.floor(((performance.now() - t0l) / 1000) * loadRate);
+      while (published < due && s.sendable()) { const i = published++; s.send(message(ds.events + i, i % ds.keys, size)); }
+    }, 2);
+    await new Promise((res) => setTimeout(res, 1000)); // under load before attaching
+    progress.begin(`sow_and_subscribe ${t.side}`, ds.keys);
+    const t0 = performance.now();
+    const rcv = cr.connection.open_receiver({ source: { address: ds.queue, filter: tmFilters({ command: 'sow_and_subscribe' }) }, credit_window: window, autoaccept: true });
+    const g = await readGroup(rcv, { onRecord: (n) => progress.update(n) });
+    const tEnd = performance.now();
+    const firstLive = await new Promise<number>((resolve) => {
+      const timer = setTimeout(() => resolve(NaN), 5000);
+      rcv.on('message', (ctx: any) => { if (!isMarker(ctx.message)) { clearTimeout(timer); resolve(performance.now() - tEnd); } });
+    });
+    progress.end();
+    return {
+      snapshot_records: g.records, attach_to_group_end_ms: tEnd - t0, attach_to_first_record_ms: g.firstRecordMs,
+      group_end_to_first_live_ms: firstLive, snapshot_rate: g.records / ((tEnd - t0) / 1000), load_rate_target: loadRate, load_published: published,
+    };
+  } finally { if (tick) clearInterval(tick); progress.end(); await cr.close(); await cp.close(); }
+}
+
+export interface ReplayResult { events: number; seconds: number; rate: number; from_scn: number }
+
+/** `subscribe` from bookmark SCN `from`: replays `count` logged events. */
+export async function replay(t: Target, queue: string, fromScn: number, count: number, window: number, progress: Progress): Promise<ReplayResult> {
+  const c = await connect(t.url);
+  try {
+    progress.begin(`replay ${t.side}`, count);
+    const t0 = performance.now();
+    const rcv = c.connection.open_receiver({ source: { address: queue, filter: tmFilters({ command: 'subscribe', bookmark: String(fromScn) }) }, credit_window: window, autoaccept: true });
+    const events = await new Promise<number>((resolve, reject) => {
+      let n = 0; let last = performance.now();
+      const stall = setInterval(() => { if (performance.now() - last > 15000) { clearInterval(stall); reject(new Error(`replay stalled at ${n}/${count}`)); } }, 500);
+      rcv.on('message', (ctx: any) => {
+        last = performance.now();
+        if (cmdOf(ctx.message) === 'completed') { clearInterval(stall); resolve(n); return; }
+        if (isMarker(ctx.message)) return;
+        n++;
+        progress.update(n);
+        if (n === count) { clearInterval(stall); resolve(n); }
+      });
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    progress.end();
+    return { events, seconds, rate: events / seconds, from_scn: fromScn };
+  } finally { progress.end(); await c.close(); }
+}
+
+/** Resident memory of a local process (kB), from /proc; undefined when not readable. */
+export async function rssKb(pid: number | undefined): Promise<number | undefined> {
+  if (!pid) return undefined;
+  try {
+    const { readFile } = await import('node:fs/promises');
+    const m = /VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch { return undefined; }
+}
+
+export async function probe(url: string): Promise<Conn> { return connect(url); }

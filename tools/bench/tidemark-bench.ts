@@ -1,0 +1,252 @@
+/**
+ * tidemark-bench: load generator and side-by-side benchmark (issue 9, tools.md).
+ *
+ *   tidemark-bench --url amqp://127.0.0.1:5672 --address bench \
+ *     --vs amqp://guest:guest@127.0.0.1:5682 --vs-address /amq/queue/bench-quorum \
+ *     -n 100000 --size 200 --keys 1000 --window 1000 --rounds 3 [--json]
+ *
+ * Workloads: publish, consume, latency, sow (sow query), historical, sow-and-subscribe,
+ * replay, bootstrap. With --vs each round runs the workloads on both brokers, alternating
+ * which goes first, and reports A/B ratios per round and their median. Workloads that need
+ * Tidemark features run only where the peer says product=tidemark and the queue is a SOW
+ * queue; elsewhere they are reported as skipped with the reason.
+ */
+import yargs from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { main, ToolError } from '../common/cli.js';
+import { connect } from './lib/amqp.js';
+import { Progress, formatRate } from './lib/progress.js';
+import { median, round } from './lib/stats.js';
+import * as W from './lib/workloads.js';
+
+const ALL = ['publish', 'consume', 'latency', 'sow', 'historical', 'sow-and-subscribe', 'replay', 'bootstrap'] as const;
+type Workload = (typeof ALL)[number];
+
+/** The figure of each workload that ratios compare, and which way is better. */
+const METRIC: Record<Workload, { key: string; unit: string; better: 'higher' | 'lower' }> = {
+  publish: { key: 'rate', unit: 'msg/s', better: 'higher' },
+  consume: { key: 'rate', unit: 'msg/s', better: 'higher' },
+  latency: { key: 'p99_ms', unit: 'ms p99', better: 'lower' },
+  sow: { key: 'rate', unit: 'records/s', better: 'higher' },
+  historical: { key: 'seconds', unit: 's', better: 'lower' },
+  'sow-and-subscribe': { key: 'attach_to_group_end_ms', unit: 'ms to group_end', better: 'lower' },
+  replay: { key: 'rate', unit: 'events/s', better: 'higher' },
+  bootstrap: { key: 'seconds', unit: 's', better: 'lower' },
+};
+
+const SOW_WORKLOADS: Workload[] = ['sow', 'historical', 'sow-and-subscribe', 'replay', 'bootstrap'];
+
+type Result = Record<string, unknown> & { skipped?: string; error?: string };
+
+main(async () => {
+  const argv = await yargs(hideBin(process.argv))
+    .scriptName('tidemark-bench')
+    .usage('$0 [options]\n\nBenchmarks an AMQP 1.0 broker, optionally side by side with a second one (--vs).')
+    .option('url', { alias: 'b', type: 'string', default: 'amqp://127.0.0.1:5672', describe: 'broker A URL (amqp://[user:pass@]host:port)' })
+    .option('address', { alias: 'a', type: 'string', default: 'bench', describe: 'queue address on A (a per-round suffix is added when A declares the queue)' })
+    .option('declare', { type: 'string', choices: ['auto', 'sow', 'plain', 'none'], default: 'auto', describe: 'how A gets its queue: sow/plain = create-on-demand (fresh queue per round); none = use the address as is; auto = sow on Tidemark, none elsewhere' })
+    .option('vs', { type: 'string', describe: 'broker B URL: run the same workload there too, in alternating rounds' })
+    .option('vs-address', { type: 'string', describe: 'queue address on B (default: --address); RabbitMQ 3.x: /amq/queue/NAME' })
+    .option('vs-declare', { type: 'string', choices: ['auto', 'sow', 'plain', 'none'], default: 'auto', describe: 'as --declare, for B' })
+    .option('count', { alias: 'n', type: 'number', default: 10000, describe: 'messages per publish/consume run' })
+    .option('size', { alias: 's', type: 'number', default: 200, describe: 'message body bytes (JSON with an id key)' })
+    .option('keys', { alias: 'k', type: 'number', default: 1000, describe: 'distinct keys the messages cycle over' })
+    .option('window', { alias: 'w', type: 'number', default: 1000, describe: 'unsettled messages in flight (publish) and credit window (consume)' })
+    .option('rounds', { alias: 'r', type: 'number', describe: 'rounds (default 3 with --vs, else 1)' })
+    .option('workloads', { type: 'string', default: ALL.join(','), describe: `comma list of: ${ALL.join(', ')}` })
+    .option('latency-rate', { type: 'number', default: 1000, describe: 'latency run: messages per second' })
+    .option('latency-count', { type: 'number', default: 5000, describe: 'latency run: messages sent' })
+    .option('sow-keys', { type: 'number', default: 10000, describe: 'SOW workloads: keys in the dataset' })
+    .option('sow-versions', { type: 'number', default: 10, describe: 'SOW workloads: versions per key (events = keys x versions)' })
+    .option('load-rate', { type: 'number', default: 2000, describe: 'sow-and-subscribe: background publish rate (msg/s)' })
+    .option('replay-count', { type: 'number', describe: 'replay: events replayed (default --count, at most the dataset)' })
+    .option('query-timeout', { type: 'number', default: 120, describe: 'sow/historical query: seconds without any delivery before giving up' })
+    .option('sow-key', { type: 'string', default: '/id', describe: 'sow.key of declared SOW queues' })
+    .option('history-window', { type: 'string', default: '1d', describe: 'sow.history.window of declared SOW queues' })
+    .option('history-granularity', { type: 'string', default: '0s', describe: 'sow.history.granularity of declared SOW queues' })
+    .option('broker-pid', { type: 'number', describe: 'PID of broker A on this machine: report its RSS after each round' })
+    .option('vs-broker-pid', { type: 'number', describe: 'PID of broker B on this machine' })
+    .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout (the table goes to stderr)' })
+    .option('progress', { type: 'boolean', describe: 'progress bar on stderr (default: when stderr is a terminal)' })
+    .strict()
+    .help()
+    .parseAsync();
+
+  const workloads = String(argv.workloads).split(',').map((s) => s.trim()).filter(Boolean) as Workload[];
+  for (const w of workloads) if (!(ALL as readonly string[]).includes(w)) throw new ToolError(`--workloads: unknown workload '${w}' (known: ${ALL.join(', ')})`);
+  for (const [k, v] of Object.entries({ count: argv.count, size: argv.size, keys: argv.keys, window: argv.window, 'latency-rate': argv['latency-rate'], 'latency-count': argv['latency-count'], 'sow-keys': argv['sow-keys'], 'sow-versions': argv['sow-versions'] })) {
+    if (!Number.isInteger(v) || (v as number) < 1) throw new ToolError(`--${k} expects an integer >= 1, got '${v}'`);
+  }
+  const rounds = argv.rounds ?? (argv.vs ? 3 : 1);
+  const progress = new Progress(argv.progress ?? Boolean(process.stderr.isTTY));
+  const sowProps = { 'sow.key': argv['sow-key'], 'sow.history.window': argv['history-window'], 'sow.history.granularity': argv['history-granularity'] };
+  const runId = Date.now().toString(36);
+  const load: W.Load = { count: argv.count, size: argv.size, keys: argv.keys, window: argv.window };
+
+  async function makeTarget(side: 'A' | 'B', url: string, address: string, declare: string): Promise<W.Target> {
+    const c = await connect(url);
+    const product = c.product;
+    await c.close();
+    const tidemark = product.toLowerCase() === 'tidemark';
+    const d = (declare === 'auto' ? (tidemark ? 'sow' : 'none') : declare) as W.Declare;
+    return { side, url, address, declare: d, tidemark, product: product || '(not announced)', sowProps };
+  }
+  const targets: W.Target[] = [await makeTarget('A', argv.url, argv.address, argv.declare)];
+  if (argv.vs) targets.push(await makeTarget('B', argv.vs, argv['vs-address'] ?? argv.address, argv['vs-declare']));
+
+  const roundsOut: Array<{ round: number; order: string[]; results: Record<string, Record<string, Result>>; rss_kb?: Record<string, number | undefined> }> = [];
+
+  const queueFor = (t: W.Target, r: number, suffix = '') => (t.declare === 'none' ? t.address : `${t.address}-${runId}-r${r}${suffix}`);
+
+  async function guarded(fn: () => Promise<Record<string, unknown>>): Promise<Result> {
+    try { return (await fn()) as Result; } catch (e) { progress.end(); return { error: (e as Error).message }; }
+  }
+
+  async function runOn(t: W.Target, r: number): Promise<Record<string, Result>> {
+    const out: Record<string, Result> = {};
+    const q = queueFor(t, r);
+    if (workloads.includes('publish') || workloads.includes('consume')) {
+      const pub = await guarded(() => W.publish(t, q, load, progress) as any);
+      if (workloads.includes('publish')) out.publish = pub;
+      if (workloads.includes('consume')) {
+        const n = typeof pub.accepted === 'number' ? (pub.accepted as number) : 0;
+        out.consume = n > 0 ? await guarded(() => W.consume(t, q, n, load.window, progress) as any) : { skipped: 'nothing was published' };
+      }
+    }
+    if (workloads.includes('latency')) out.latency = await guarded(() => W.latency(t, queueFor(t, r, '-lat'), load, argv['latency-rate'], argv['latency-count'], progress) as any);
+    const sowWanted = SOW_WORKLOADS.filter((w) => workloads.includes(w));
+    if (sowWanted.length) {
+      const why = !t.tidemark ? `peer lacks Tidemark SOW (product: ${t.product})` : t.declare !== 'sow' ? `queue is not declared as a SOW queue (declare=${t.declare})` : '';
+      if (why) { for (const w of sowWanted) out[w] = { skipped: why }; return out; }
+      const dsq = `${t.address}-sow-${runId}-r${r}`;
+      const keys = argv['sow-keys']; const versions = argv['sow-versions'];
+      let ds: W.SowDataset | undefined;
+      const loadRes = await guarded(async () => { ds = await W.loadSowDataset(t, dsq, keys, versions, load.size, load.window, progress); return ds as any; });
+      out.sow_dataset = loadRes;
+      if (!ds) { for (const w of sowWanted) out[w] = { skipped: 'SOW dataset did not load: ' + loadRes.error }; return out; }
+      const d = ds;
+      // SCN numbering: the sow query's group_end is the last committed SCN; the dataset's first event is group_end - events + 1.
+      let lastScn = -1;
+      if (sowWanted.some((w) => w !== 'bootstrap')) {
+        const sq = await guarded(() => W.sowQuery(t, d.queue, load.window, progress, undefined, d.keys, argv['query-timeout'] * 1000) as any);
+        if (workloads.includes('sow')) out.sow = sq;
+        lastScn = typeof sq.group_end_scn === 'number' ? (sq.group_end_scn as number) : -1;
+      }
+      const base = lastScn >= 0 ? lastScn - d.events : 0;
+      if (workloads.includes('historical')) {
+        const atVersion = Math.ceil(versions / 2);
+        const scn = base + keys * atVersion;
+        const h = await guarded(() => W.sowQuery(t, d.queue, load.window, progress, String(scn), d.keys, argv['query-timeout'] * 1000) as any);
+        out.historical = { ...h, bookmark_scn: scn, as_of_version: atVersion, keys, versions };
+      }
+      if (workloads.includes('replay')) {
+        const n = Math.min(argv['replay-count'] ?? argv.count, d.events);
+        out.replay = await guarded(() => W.replay(t, d.queue, base + d.events - n, n, load.window, progress) as any);
+      }
+      if (workloads.includes('sow-and-subscribe')) out['sow-and-subscribe'] = await guarded(() => W.sowAndSubscribe(t, d, load.size, load.window, argv['load-rate'], progress) as any);
+      if (workloads.includes('bootstrap')) out.bootstrap = { skipped: 'not implemented in broker yet (no bootstrap command in lib/ext/sow)' };
+    }
+    return out;
+  }
+
+  for (let r = 1; r <= rounds; r++) {
+    const order = r % 2 === 1 ? targets : [...targets].reverse();
+    const results: Record<string, Record<string, Result>> = {};
+    for (const t of order) results[t.side] = await runOn(t, r);
+    const rss = { A: await W.rssKb(argv['broker-pid']), B: await W.rssKb(argv['vs-broker-pid']) };
+    roundsOut.push({ round: r, order: order.map((t) => t.side), results, ...(argv['broker-pid'] || argv['vs-broker-pid'] ? { rss_kb: rss } : {}) });
+  }
+
+  // summary: per workload, the metric on each side per round, ratios A/B per round, medians
+  const summary: Record<string, unknown> = {};
+  for (const w of workloads) {
+    const m = METRIC[w];
+    const vals = (side: 'A' | 'B') => roundsOut.map((ro) => { const v = ro.results[side]?.[w]?.[m.key]; return typeof v === 'number' ? v : NaN; });
+    const a = vals('A');
+    const entry: Record<string, unknown> = { metric: m.key, unit: m.unit, better: m.better, A: a.map(round), A_median: round(median(a)) };
+    const aRes = roundsOut[0].results.A?.[w];
+    if (aRes?.skipped) entry.A_skipped = aRes.skipped;
+    const aErr = roundsOut.map((ro) => ro.results.A?.[w]?.error).filter(Boolean);
+    if (aErr.length) entry.A_errors = aErr;
+    if (targets.length > 1) {
+      const b = vals('B');
+      const ratios = a.map((x, i) => x / b[i]);
+      Object.assign(entry, { B: b.map(round), B_median: round(median(b)), ratios: ratios.map(round), ratio_median: round(median(ratios)) });
+      const bRes = roundsOut[0].results.B?.[w];
+      if (bRes?.skipped) entry.B_skipped = bRes.skipped;
+      const bErr = roundsOut.map((ro) => ro.results.B?.[w]?.error).filter(Boolean);
+      if (bErr.length) entry.B_errors = bErr;
+    }
+    summary[w] = entry;
+  }
+
+  // issue 9 targets, where this run measured them
+  const tg: Array<{ target: string; value: number; met: boolean; note?: string }> = [];
+  const s = (w: string) => summary[w] as any;
+  if (targets.length > 1 && targets[0].tidemark) {
+    if (Number.isFinite(s('publish')?.ratio_median)) tg.push({ target: 'publish >= 1.5x peer', value: s('publish').ratio_median, met: s('publish').ratio_median >= 1.5 });
+    if (Number.isFinite(s('consume')?.ratio_median)) tg.push({ target: 'consume >= 1.2x peer', value: s('consume').ratio_median, met: s('consume').ratio_median >= 1.2 });
+    if (Number.isFinite(s('latency')?.ratio_median)) tg.push({ target: `p99 latency at ${argv['latency-rate']}/s <= peer (ratio <= 1)`, value: s('latency').ratio_median, met: s('latency').ratio_median <= 1 });
+  }
+  if (Number.isFinite(s('sow')?.A_median)) tg.push({ target: 'sow query >= 150k records/s', value: s('sow').A_median, met: s('sow').A_median >= 150000, note: `${argv['sow-keys']} records` });
+  if (Number.isFinite(s('historical')?.A_median)) tg.push({ target: 'historical query <= 1 s', value: s('historical').A_median, met: s('historical').A_median <= 1, note: `${argv['sow-keys']} keys x ${argv['sow-versions']} versions (target is stated for 100k x 10)` });
+
+  const out = {
+    tool: 'tidemark-bench',
+    version: 1,
+    params: { count: load.count, size: load.size, keys: load.keys, window: load.window, rounds, workloads, latency_rate: argv['latency-rate'], latency_count: argv['latency-count'], sow_keys: argv['sow-keys'], sow_versions: argv['sow-versions'], load_rate: argv['load-rate'], durable: true },
+    targets: targets.map((t) => ({ side: t.side, url: redact(t.url), address: t.address, declare: t.declare, product: t.product, tidemark: t.tidemark })),
+    rounds: roundsOut,
+    summary,
+    goals: tg,
+  };
+  const table = renderTable(out, targets);
+  if (argv.json) { process.stderr.write(table); process.stdout.write(JSON.stringify(out, null, 2) + '\n'); }
+  else process.stdout.write(table);
+  return 0;
+});
+
+function redact(url: string): string { return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@'); }
+
+function fmt(v: unknown, unit: string): string {
+  if (typeof v !== 'number' || !Number.isFinite(v)) return '-';
+  if (unit.includes('/s')) return formatRate(v);
+  return v < 10 ? v.toFixed(2) : v.toFixed(1);
+}
+
+function renderTable(out: any, targets: W.Target[]): string {
+  const lines: string[] = [];
+  lines.push(`tidemark-bench: ${out.params.count} x ${out.params.size} B durable over ${out.params.keys} keys, window ${out.params.window}, ${out.params.rounds} round(s)`);
+  for (const t of out.targets) lines.push(`  ${t.side}: ${t.url} ${t.address} (product ${t.product}, declare ${t.declare})`);
+  const two = targets.length > 1;
+  const head = ['workload', 'unit', 'A median', ...(two ? ['B median', 'A/B per round', 'A/B median'] : ['per round'])];
+  const rows: string[][] = [head];
+  for (const [w, e] of Object.entries(out.summary) as Array<[string, any]>) {
+    const note = e.A_skipped ? `skipped: ${e.A_skipped}` : e.A_errors ? `error: ${e.A_errors[0]}` : '';
+    if (note && !two) { rows.push([w, e.unit, note]); continue; }
+    const row = [w, e.unit, e.A_skipped ? 'skipped' : fmt(e.A_median, e.unit)];
+    if (two) {
+      row.push(e.B_skipped ? 'skipped' : fmt(e.B_median, e.unit));
+      row.push(e.ratios.map((x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-')).join(' '));
+      row.push(Number.isFinite(e.ratio_median) ? e.ratio_median.toFixed(2) + (e.better === 'lower' ? ' (lower is better)' : '') : '-');
+    } else row.push(e.A.map((x: number) => fmt(x, e.unit)).join(' '));
+    rows.push(row);
+  }
+  const widths = head.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  for (const r of rows) lines.push(r.map((c, i) => (c ?? '').padEnd(widths[i])).join('  ').trimEnd());
+  for (const [w, e] of Object.entries(out.summary) as Array<[string, any]>) {
+    if (e.B_skipped && !e.A_skipped) lines.push(`  ${w} on B skipped: ${e.B_skipped}`);
+    if (e.A_skipped && two) lines.push(`  ${w} on A skipped: ${e.A_skipped}`);
+    for (const side of ['A', 'B']) if (e[`${side}_errors`]) lines.push(`  ${w} on ${side} failed: ${e[`${side}_errors`][0]}`);
+  }
+  const lat = out.rounds.map((r: any) => ['A', 'B'].map((s) => r.results[s]?.latency).filter(Boolean));
+  if (lat.flat().some((l: any) => typeof l.p50_ms === 'number')) {
+    lines.push('latency detail (ms, p50/p90/p99/p99.9/max):');
+    out.rounds.forEach((r: any) => { for (const s of ['A', 'B']) { const l = r.results[s]?.latency; if (l && typeof l.p50_ms === 'number') lines.push(`  round ${r.round} ${s}: ${[l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms].map((x: number) => x.toFixed(2)).join(' / ')}`); } });
+  }
+  if (out.goals.length) {
+    lines.push('targets (issue 9):');
+    for (const g of out.goals) lines.push(`  ${g.met ? 'met   ' : 'MISSED'} ${g.target}: ${Number(g.value).toFixed(g.value < 10 ? 2 : 0)}${g.note ? ` (${g.note})` : ''}`);
+  }
+  return lines.join('\n') + '\n';
+}
