@@ -53,7 +53,7 @@ export interface BrokerConfig {
     maxUnsettledPerLink: number;
     /** Idle time-out advertised and enforced, ms. 0 = none. Default 60000. */
     idleTimeoutMs: number;
-    /** Credit granted to each sending client, topped up at half. Default 500. */
+    /** Credit granted to each sending client, topped up once half is used. Default 5000. */
     senderCredit: number;
   };
   /** Group commit: most events in one LevelDB batch. */

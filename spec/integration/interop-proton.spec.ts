@@ -55,3 +55,25 @@ describe('interop: Python Qpid Proton', function () {
     expect(rest).to.have.length(5);
   });
 });
+
+describe('interop: Proton on a browse-only queue (QPID-4241)', function () {
+  this.timeout(60000);
+  const b = useBroker();
+  it('a move receiver is answered with copy and removes nothing: every run reads all N', async function () {
+    const url = b.get().url;
+    await send(url, { address: 'px.bo', capabilities: ['create-on-demand'], dynamic_node_properties: { 'qpid.browse-only': 1 } }, Array.from({ length: 6 }, (_, i) => ({ body: `m${i}` })));
+    for (let run = 0; run < 2; run++) {
+      const r = await runProton('simple_recv.py', ['-a', `${url}/px.bo`, '-m', '6']);
+      expect(r.code, r.stderr).to.equal(0);
+      expect(r.stdout.trim().split('\n').filter((l) => /m\d/.test(l))).to.have.length(6);
+    }
+    expect(b.get().broker.queueInfo(b.get().broker.nodes.get('px.bo')!).depth).to.equal(6);
+    // the attach reply says copy
+    const { connect, openReceiver } = await import('../support/client.js');
+    const c = await connect(url);
+    try {
+      const rcv = await openReceiver(c, { address: 'px.bo', distribution_mode: 'move' });
+      expect(String(rcv.remote.attach.source.distribution_mode)).to.equal('copy');
+    } finally { await c.close(); }
+  });
+});

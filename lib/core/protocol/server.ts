@@ -49,8 +49,10 @@ export interface ProtocolBackend {
   readonly stats: { connections: number; links: number };
 }
 
-interface LinkState { ready?: boolean; sink?: RheaSink; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
+interface LinkState { outstandingBytes?: number; ready?: boolean; sink?: RheaSink; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
 const STATE = Symbol('tidemark.link');
+/** Bytes of a producer's messages waiting for storage beyond which it gets no more credit. */
+const MAX_PENDING_BYTES = 64 * 1024 * 1024;
 const HARDEN = Symbol('tidemark.harden');
 /** Marks SASL mechanisms that authenticate a user name (PLAIN); see #user. */
 const NAMES_USER = Symbol('tidemark.names-user');
@@ -521,8 +523,10 @@ export class AmqpServer {
     if (this.#tx.isCoordinatorLink(receiver)) { this.#tx.onControl(receiver, delivery, ctx.message); return; }
     const st = this.#linkState(receiver);
     const bytes = rawBytes(ctx.message);
+    const size = bytes?.length ?? 0;
     const settle = (err?: TidemarkError) => {
       st.outstanding--;
+      st.outstandingBytes = (st.outstandingBytes ?? 0) - size;
       if (!delivery.remote_settled) {
         if (err) delivery.reject({ condition: err.condition, description: err.message, info: err.info });
         else delivery.accept();
@@ -532,6 +536,8 @@ export class AmqpServer {
       this.#topUp(receiver, st);
     };
     st.outstanding++;
+    st.outstandingBytes = (st.outstandingBytes ?? 0) + size;
+    this.#topUp(receiver, st); // credit is replenished as it is used, not only as messages settle
     if (!bytes) { settle(new TidemarkError(Conditions.decodeError, 'message could not be decoded')); return; }
     if (bytes.length > this.#backend.config.limits.maxMessageSize) {
       settle(new TidemarkError(Conditions.resourceLimit, `message of ${bytes.length} bytes exceeds max-message-size ${this.#backend.config.limits.maxMessageSize}`));
@@ -551,16 +557,18 @@ export class AmqpServer {
     void address;
     // transactions: a transactional transfer [AMQP 4.4.1] is buffered in its transaction and
     // stored and settled at discharge (or rejected now); its credit comes back at once.
-    if (this.#tx.transactional(delivery)) { this.#tx.enlist(delivery, q, msg); st.outstanding--; this.#topUp(receiver, st); return; }
+    if (this.#tx.transactional(delivery)) { this.#tx.enlist(delivery, q, msg); st.outstanding--; st.outstandingBytes = (st.outstandingBytes ?? 0) - size; this.#topUp(receiver, st); return; }
     this.#backend.publish(q, msg, settle);
   }
 
   #topUp(receiver: any, st: LinkState): void {
-    // Credit used = window - receiver.credit; grant more once half the window is used and settled.
+    // wire.md 1: top the credit back up once half of it is used, never one message at a
+    // time. Messages still being stored do not hold credit back (so a producer can fill the
+    // next group commit while one is written), up to 4 windows of them: then the producer
+    // waits for storage, which bounds what a fast producer can pile up in memory.
     const window = st.credit;
-    const inFlight = st.outstanding;
     const avail = receiver.credit as number;
-    if (avail + inFlight <= window / 2 && receiver.is_open()) receiver.flow(window - avail - inFlight);
+    if (avail <= window / 2 && st.outstanding < 4 * window && (st.outstandingBytes ?? 0) < MAX_PENDING_BYTES && receiver.is_open()) receiver.flow(window - avail);
   }
 
   /** A client receiver attached: we send. */

@@ -1,0 +1,49 @@
+import { expect } from 'chai';
+import path from 'node:path';
+import { rmSync } from 'node:fs';
+import { spawnBroker, tempDir } from '../support/broker.js';
+import { send, receive, connect, openReceiver, collect } from '../support/client.js';
+
+// tools.md "tidemark": the listening line, and SIGINT/SIGTERM stop cleanly (exit 0) with
+// in-flight deliveries released and storage flushed.
+describe('the broker process', function () {
+  this.timeout(60000);
+
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    it(`${signal}: exits 0, unsettled deliveries go back, every accepted message survives`, async function () {
+      const dir = tempDir();
+      try {
+        const data = path.join(dir, 'data');
+        const b1 = await spawnBroker(['--port', '0', '--data', data]);
+        expect(b1.output()).to.match(/Tidemark listening on amqp:\/\/127\.0\.0\.1:\d+/);
+        const out = await send(b1.url, 'proc.q', Array.from({ length: 20 }, (_, i) => ({ body: i, durable: true })));
+        expect(out.every((o) => o.state === 'accepted')).to.equal(true);
+        // a consumer holds 5 unsettled deliveries when the signal arrives
+        const c = await connect(b1.url);
+        const rcv = await openReceiver(c, { address: 'proc.q' });
+        const held = await collect(rcv, { count: 5, settle: () => 'none' });
+        expect(held).to.have.length(5);
+        const code = await b1.kill(signal);
+        expect(code).to.equal(0);
+        await c.close().catch(() => undefined);
+        const b2 = await spawnBroker(['--port', '0', '--data', data]);
+        try {
+          const got = await receive(b2.url, 'proc.q', { count: 20 });
+          expect(got.map((m) => m.message.body)).to.deep.equal(Array.from({ length: 20 }, (_, i) => i));
+        } finally { await b2.kill('SIGTERM'); }
+      } finally { rmSync(dir, { recursive: true, force: true }); }
+    });
+  }
+
+  it('refuses a bad config file with an error naming the key, exit 1', async function () {
+    const dir = tempDir();
+    try {
+      const cfg = path.join(dir, 'bad.json');
+      (await import('node:fs')).writeFileSync(cfg, JSON.stringify({ limits: { maxFrameSize: 'big' } }));
+      let err: Error | undefined;
+      try { await spawnBroker(['--port', '0', '--data', path.join(dir, 'd'), '--config', cfg], { timeoutMs: 10000 }); } catch (e) { err = e as Error; }
+      expect(err?.message).to.match(/exited 1/);
+      expect(err?.message).to.contain('config.limits.maxFrameSize');
+    } finally { rmSync(dir, { recursive: true, force: true }); }
+  });
+});
