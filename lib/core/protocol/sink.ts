@@ -19,9 +19,17 @@ export class RheaSink implements DeliverySink {
   /** Link credit is there but the session's outgoing window is full (unsettled deliveries). */
   blocked = false;
 
+  /** Transfers handed to rhea but not written yet (rhea takes link credit only when writing). */
+  #unwritten(): number {
+    const out = this.#sender.session?.outgoing;
+    return out ? out.next_delivery_id - out.next_pending_delivery : 0;
+  }
+
   credit(): number {
     if (this.#closed || !this.#sender.is_open?.()) return 0;
-    if (this.#sender.sendable()) { this.blocked = false; return this.#sender.credit; }
+    // Without this a synchronous loop would send far past the receiver's credit: rhea
+    // decrements link credit when it writes a transfer, not when send() queues it.
+    if (this.#sender.sendable()) { this.blocked = false; return Math.max(0, this.#sender.credit - this.#unwritten()); }
     // rhea raises no event when settlements free the window again: the server re-pumps
     // blocked links on their next settlement (see server.ts 'settled').
     if (this.#sender.credit > 0) this.blocked = true;
@@ -45,6 +53,15 @@ export class RheaSink implements DeliverySink {
   close(error?: TidemarkError): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#closeWhenWritten(error, Date.now());
+  }
+
+  /** A detach must follow every transfer of the link, so wait until rhea has written them (bounded). */
+  #closeWhenWritten(error: TidemarkError | undefined, since: number): void {
+    if (this.#unwritten() > 0 && this.#sender.is_open?.() && Date.now() - since < 10_000) {
+      setTimeout(() => this.#closeWhenWritten(error, since), 5).unref?.();
+      return;
+    }
     try {
       if (error) this.#sender.close({ condition: error.condition, description: error.message, info: error.info });
       else this.#sender.close();
