@@ -24,8 +24,15 @@ async function withManagement<T>(argv: Common, fn: (m: ManagementClient) => Prom
   }
 }
 
-function checkType(type: unknown): void {
-  if (type !== 'queue') throw new ToolError(`unknown object type '${type}': tidemark-config manages queues only`);
+function checkType(type: unknown, also: string[] = []): void {
+  if (type !== 'queue' && !also.includes(String(type))) throw new ToolError(`unknown object type '${type}': use ${['queue', ...also].join(' or ')}`);
+}
+
+/** `CONTAINER/LINK` of a durable subscription (the link name may itself contain '/'). */
+function subscriptionId(text: string): { container: string; link: string } {
+  const i = text.indexOf('/');
+  if (i <= 0 || i === text.length - 1) throw new ToolError(`a durable subscription is named CONTAINER/LINK, got '${text}'`);
+  return { container: text.slice(0, i), link: text.slice(i + 1) };
 }
 
 function durationArg(name: string, v: string | undefined): string | undefined {
@@ -103,13 +110,26 @@ async function run(): Promise<number> {
       Object.assign(args, keyValues('--argument', argv.argument));
       await withManagement(argv, (m) => m.call('CREATE', String(argv.name), { durable: !!argv.durable, arguments: args }));
     })
-    .command('del <type> <name>', 'delete a queue (refuses a non-empty or in-use queue without --force)', (y: Argv) => y
-      .positional('type', { type: 'string', describe: 'queue' })
-      .positional('name', { type: 'string', describe: 'queue name' })
+    .command('del <type> <name>', 'delete a queue (refuses a non-empty or in-use queue without --force), or a durable subscription (name CONTAINER/LINK)', (y: Argv) => y
+      .positional('type', { type: 'string', describe: 'queue | subscription' })
+      .positional('name', { type: 'string', describe: 'queue name, or CONTAINER/LINK of a durable subscription' })
       .option('force', { type: 'boolean', default: false, describe: 'delete even if not empty or in use' }),
     async (argv: any) => {
-      checkType(argv.type);
+      checkType(argv.type, ['subscription']);
+      if (argv.type === 'subscription') {
+        const id = subscriptionId(String(argv.name));
+        await withManagement(argv, (m) => m.call('SUBSCRIPTION-DELETE', undefined, id));
+        return;
+      }
       await withManagement(argv, (m) => m.call('DELETE', String(argv.name), { force: !!argv.force }));
+    })
+    .command('subscriptions', 'list the durable subscriptions the broker keeps (container, link, queue, position)', (y: Argv) => y
+      .option('json', { type: 'boolean', default: false, describe: 'print JSON' }),
+    async (argv: any) => {
+      const res = await withManagement(argv, (m) => m.call('SUBSCRIPTION-QUERY', undefined, {}));
+      const subs = (toPlain(res.body) as Array<Record<string, unknown>> | undefined) ?? [];
+      if (argv.json) { process.stdout.write(JSON.stringify(subs) + '\n'); return; }
+      process.stdout.write(table(['container', 'link', 'queue', 'position'], subs.map((x) => [String(x.container), String(x.link), String(x.queue), x.position === null || x.position === undefined ? '-' : String(x.position)])) + '\n');
     })
     .command('purge <type> <name>', 'remove every message from a queue', (y: Argv) => y
       .positional('type', { type: 'string', describe: 'queue' })
@@ -134,7 +154,7 @@ async function run(): Promise<number> {
     .example('$0 add queue q --durable --max-queue-count 5 --limit-policy ring', 'a durable ring queue')
     .example("$0 add queue prices --sow-key /id --history-window 7d", 'a SOW queue with 7 days of history')
     .example('$0 queues', 'list the queues')
-    .demandCommand(1, 'give a command: queues, add, del, purge, sow-delete, hash-password')
+    .demandCommand(1, 'give a command: queues, add, del, purge, sow-delete, subscriptions, hash-password')
     .strict()
     .help()
     .version(false)

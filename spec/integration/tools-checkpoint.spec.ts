@@ -1,0 +1,60 @@
+import { expect } from 'chai';
+import path from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
+import { useBroker, tempDir } from '../support/broker.js';
+import { send, connect, openReceiver, collect, sleep } from '../support/client.js';
+import { startTool, runTool, lines } from '../support/tools.js';
+
+const scnsOf = (out: string) => lines(out).map((l) => JSON.parse(l)).filter((m) => m.annotations?.['x-opt-tm-cmd'] === 'publish').map((m) => Number(m.annotations['x-opt-tm-scn']));
+
+// acceptance D1 and D3 through the tools: drain --checkpoint survives kill -9;
+// tidemark-config lists and deletes durable subscriptions.
+describe('tools: checkpoints and durable subscriptions (acceptance D)', function () {
+  this.timeout(60000);
+  const b = useBroker();
+
+  it('D1: drain --checkpoint killed with kill -9 after ~500 of 1000 events resumes with exactly the rest', async function () {
+    const url = b.get().url;
+    const q = { address: 'd1.events', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } };
+    await send(url, q, Array.from({ length: 1000 }, (_, i) => ({ body: JSON.stringify({ id: `e${i}`, n: i }) })));
+    const dir = tempDir();
+    try {
+      const cp = path.join(dir, 'cp.json');
+      const first = startTool('drain', ['-b', url, '-f', '-p', 'json', '--checkpoint', cp, 'd1.events'], { timeoutMs: 30000 });
+      await first.waitFor(/("x-opt-tm-scn":500\b)|("x-opt-tm-scn":"500")/, 20000);
+      first.kill('SIGKILL');
+      await first.done;
+      const saved = JSON.parse(readFileSync(cp, 'utf8'))['d1.events'];
+      const position = Number(saved.windowScn);
+      expect(position).to.be.at.least(1);
+      const before = scnsOf(first.stdout()).filter((s) => s <= position);
+      const rest = await runTool('drain', ['-b', url, '-t', '0', '-p', 'json', '--checkpoint', cp, 'd1.events'], { timeoutMs: 30000 });
+      expect(rest.code, rest.stderr).to.equal(0);
+      const after = scnsOf(rest.stdout);
+      expect([...before, ...after]).to.deep.equal(Array.from({ length: 1000 }, (_, i) => i + 1));
+    } finally { rmSync(dir, { recursive: true, force: true }); }
+  });
+
+  it('tidemark-config subscriptions lists a durable subscription and del subscription removes it', async function () {
+    const url = b.get().url;
+    await send(url, { address: 'd3.q', capabilities: ['create-on-demand'], dynamic_node_properties: { 'qpid.browse-only': true } }, [{ body: 'a' }, { body: 'b' }]);
+    const c = await connect(url, { container_id: 'reader-7' });
+    const rcv = await openReceiver(c, { address: 'd3.q', durable: 2, expiry_policy: 'never' }, { name: 'audit' });
+    await collect(rcv, { count: 2 });
+    await sleep(200);
+    rcv.detach(); await sleep(100); await c.close();
+    const list = await runTool('tidemark-config', ['-b', url, 'subscriptions', '--json']);
+    expect(list.code, list.stderr).to.equal(0);
+    const subs = JSON.parse(list.stdout);
+    expect(subs.map((x: any) => [x.container, x.link, x.queue, x.position])).to.deep.include(['reader-7', 'audit', 'd3.q', 2]);
+    const table = await runTool('tidemark-config', ['-b', url, 'subscriptions']);
+    expect(table.stdout).to.match(/reader-7\s+audit\s+d3\.q\s+2/);
+    const del = await runTool('tidemark-config', ['-b', url, 'del', 'subscription', 'reader-7/audit']);
+    expect(del.code, del.stderr).to.equal(0);
+    const again = JSON.parse((await runTool('tidemark-config', ['-b', url, 'subscriptions', '--json'])).stdout);
+    expect(again.filter((x: any) => x.container === 'reader-7')).to.have.length(0);
+    const missing = await runTool('tidemark-config', ['-b', url, 'del', 'subscription', 'reader-7/audit']);
+    expect(missing.code).to.equal(1);
+    expect(missing.stderr).to.match(/^Error: .*no durable subscription/m);
+  });
+});
