@@ -629,7 +629,7 @@ export class AmqpServer {
       this.#refuse(sender, 'source', err);
       return;
     }
-    const sink = new RheaSink(sender, `${req.containerId}/${req.linkName}`);
+    const sink = new RheaSink(sender, `${req.containerId}/${req.linkName}`, this.#backend.config.limits.maxUnsettledPerLink);
     st.sink = sink;
     st.queue = q;
     try {

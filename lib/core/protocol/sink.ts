@@ -3,18 +3,27 @@ import type { DeliverySink, Outcome, SendOptions } from '../queue/delivery.js';
 import { TidemarkError } from '../errors.js';
 
 const OUTCOME = Symbol('tidemark.outcome');
+const SINK = Symbol('tidemark.sink');
 
 export class RheaSink implements DeliverySink {
   readonly id: string;
   readonly presettled: boolean;
   readonly #sender: any;
   #closed = false;
+  /** Deliveries sent unsettled and not yet settled by the receiver. */
+  #unsettled = 0;
+  readonly #maxUnsettled: number;
 
-  constructor(sender: any, id: string) {
+  /** `maxUnsettled`: limits.maxUnsettledPerLink; past it nothing more is sent until some settle. */
+  constructor(sender: any, id: string, maxUnsettled = Infinity) {
     this.#sender = sender;
     this.id = id;
     this.presettled = sender.remote?.attach?.snd_settle_mode === 1;
+    this.#maxUnsettled = maxUnsettled > 0 ? maxUnsettled : Infinity;
   }
+
+  /** One of our unsettled deliveries was settled by the receiver. */
+  settledOne(): void { if (this.#unsettled > 0) this.#unsettled--; }
 
   /** Link credit is there but the session's outgoing window is full (unsettled deliveries). */
   blocked = false;
@@ -27,6 +36,7 @@ export class RheaSink implements DeliverySink {
 
   credit(): number {
     if (this.#closed || !this.#sender.is_open?.()) return 0;
+    if (this.#unsettled >= this.#maxUnsettled) { this.blocked = true; return 0; }
     // Without this a synchronous loop would send far past the receiver's credit: rhea
     // decrements link credit when it writes a transfer, not when send() queues it.
     if (this.#sender.sendable()) { this.blocked = false; return Math.max(0, this.#sender.credit - this.#unwritten()); }
@@ -40,6 +50,8 @@ export class RheaSink implements DeliverySink {
     if (this.#closed) return;
     const d = this.#sender.send(bytes, undefined, 0);
     if (opts?.settled || this.presettled) { d.settled = true; return; }
+    this.#unsettled++;
+    d[SINK] = this;
     if (onOutcome) d[OUTCOME] = onOutcome;
   }
 
@@ -73,6 +85,10 @@ export class RheaSink implements DeliverySink {
 
 /** Routes a receiver's disposition on one of our deliveries to the core [AMQP 3.4]. */
 export function deliverOutcome(delivery: any, type: string): void {
+  if (type === 'settled' || delivery?.remote_settled) {
+    const sink: RheaSink | undefined = delivery?.[SINK];
+    if (sink) { delete delivery[SINK]; sink.settledOne(); }
+  }
   const cb: ((o: Outcome) => void) | undefined = delivery?.[OUTCOME];
   if (!cb) return;
   delete delivery[OUTCOME];
