@@ -27,3 +27,23 @@ describe('limits: max unsettled deliveries per link', function () {
     } finally { await c.close(); }
   });
 });
+
+describe('limits: announced on open and attach (wire.md 1)', function () {
+  const b = useBroker({ limits: { maxMessageSize: 4096, maxFrameSize: 65536 } });
+  it('max-frame-size on open, max-message-size on both attach replies; a larger message is rejected', async function () {
+    const url = b.get().url;
+    const c = await connect(url);
+    try {
+      expect(Number(c.connection.remote.open.max_frame_size)).to.equal(65536);
+      expect(c.connection.remote.open.properties?.product).to.equal('tidemark');
+      const { openSender, sendAll } = await import('../support/client.js');
+      const s = await openSender(c, { address: 'lim.size' });
+      expect(Number(s.remote.attach.max_message_size)).to.equal(4096);
+      const r = await openReceiver(c, { address: 'lim.size' });
+      expect(Number(r.remote.attach.max_message_size)).to.equal(4096);
+      const out = await sendAll(s, [{ body: 'x'.repeat(5000) }, { body: 'small' }]);
+      expect(out.map((o) => o.state)).to.deep.equal(['rejected', 'accepted']);
+      expect(out[0].condition).to.equal('amqp:resource-limit-exceeded');
+    } finally { await c.close(); }
+  });
+});

@@ -470,6 +470,8 @@ export class AmqpServer {
   /** A client sender attached: we receive. */
   #onReceiverOpen(ctx: any): void {
     const receiver = ctx.receiver;
+    // wire.md 1: the max-message-size is announced on every attach reply.
+    receiver.local.attach.max_message_size = this.#backend.config.limits.maxMessageSize;
     const target = receiver.remote.attach?.target;
     const st = this.#linkState(receiver);
     this.#backend.stats.links++;
@@ -574,6 +576,7 @@ export class AmqpServer {
   /** A client receiver attached: we send. */
   #onSenderOpen(ctx: any): void {
     const sender = ctx.sender;
+    sender.local.attach.max_message_size = this.#backend.config.limits.maxMessageSize;
     hardenSenderCredit(sender);
     const source = sender.remote.attach?.source;
     const st = this.#linkState(sender);
