@@ -1,28 +1,42 @@
 /**
  * crash-test: kill -9 the broker while publishers send, restart it on the same data, and
- * check that nothing accepted was lost, duplicated or reordered (acceptance E.1).
+ * check that nothing accepted was lost, duplicated or reordered, that SOW state, log and SCNs
+ * agree, and that transactions are all-or-nothing (acceptance E.1, issue 8).
  *
  *   npx tsx tools/crash-test.ts --rounds 20 --publishers 10 --messages 2000 [--queues 3] [--seed 1]
+ *       [--mix plain,sow,tx] [--sow-queues 2] [--sow-keys 4] [--sow-messages M]
  *
  * Each round: start `node bin/tidemark.js --port 0 --data DIR --no-http` (DIR kept across
- * rounds), run P concurrent publishers (one connection each, application properties `pub`,
- * `seq`, `round`; seq keeps counting across rounds) to a few durable queues, record every
- * delivery the broker ACCEPTED, SIGKILL the broker at a random moment, restart it on the same
- * data, drain every queue, stop it cleanly, and run the checks. The broker must be built
- * (`npx tsc -p tsconfig.json`): bin/tidemark.js runs from dist/.
+ * rounds), run P concurrent publishers, one connection each, their roles cycling through
+ * `--mix`:
+ *   - plain: durable messages (application properties `pub`, `seq`, `round`; seq keeps
+ *     counting across rounds) to a few durable queues;
+ *   - sow: publish / delta / delete (annotation x-opt-tm-op) on a few keys of its own on a SOW
+ *     queue (create-on-demand, sow.key=/id, sow.history.window=1d), a per-key version counter
+ *     `ver` in every body;
+ *   - tx: local transactions of 2-4 messages to a plain queue, committed (discharge);
+ * plus one live `subscribe` per SOW queue. Record every ACCEPTED outcome (for a transaction:
+ * the discharge), SIGKILL the broker at a random moment, restart it on the same data, drain
+ * every plain queue, query each SOW queue (`sow`), replay its whole log (bookmark 0) and
+ * publish a probe, stop the broker cleanly, and run the checks (`CHECKS`). The broker must be
+ * built (`npx tsc -p tsconfig.json`): bin/tidemark.js runs from dist/.
  *
- * Prints `rounds=R messages checked=N lost=0 duplicated=0` and exits 1 on any violation.
- * Checks are a list (`CHECKS`): add one by pushing a `Check` (e.g. SOW state per key).
+ * Prints `rounds=R messages checked=N sow records checked=K lost=0 duplicated=0 mismatched=0`
+ * and exits 1 on any violation. Checks are a list (`CHECKS`): add one by pushing a `Check`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import rhea from 'rhea';
+import { prng, openConnection } from './crash/common.js';
+import type { SowMsg } from './crash/common.js';
+import { SowWorld, SOW_CHECKS, ensureSowQueues, liveSubscribe, sowPublish, verifySowQueue, type SowRound, type SowOp } from './crash/sow.js';
+import { txPublish, type TxRec } from './crash/tx.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const r: any = rhea;
+
+export type Role = 'plain' | 'sow' | 'tx';
 
 export interface CrashOptions {
   rounds: number;
@@ -31,6 +45,12 @@ export interface CrashOptions {
   messages: number;
   queues: number;
   seed: number;
+  /** Publisher roles, cycled over the publishers (default plain, sow, tx). */
+  mix?: Role[];
+  /** SOW queues (default 2), keys per SOW publisher (default 4), ops per SOW publisher per round (default `messages`). */
+  sowQueues?: number;
+  sowKeys?: number;
+  sowMessages?: number;
   /** Data directory; a temporary one (removed afterwards) when absent. */
   dataDir?: string;
   log?: (line: string) => void;
@@ -49,6 +69,10 @@ export interface RoundData {
   /** Messages drained after the restart, per queue, in delivery order. */
   drained: Map<string, Seen[]>;
   queues: string[];
+  /** The transactions of the tx publishers and how far each got. */
+  txns: TxRec[];
+  /** SOW ops, live events, and the state after the restart (absent without sow publishers). */
+  sow?: SowRound;
 }
 
 export interface Violation { check: string; kind: 'lost' | 'duplicated' | 'order' | 'phantom' | string; detail: string }
@@ -101,24 +125,30 @@ export const CHECKS: Check[] = [
       return out;
     },
   },
+  {
+    // (d) a committed transaction is there whole; one whose discharge was not answered is
+    // there whole or not at all; one never discharged (or rejected) is not there.
+    name: 'tx-all-or-nothing',
+    run(d) {
+      const count = countBy(d);
+      const out: Violation[] = [];
+      for (const t of d.txns) {
+        const present = t.keys.filter((k) => (count.get(k) ?? 0) > 0).length;
+        const what = `transaction ${t.txn} of publisher ${t.pub} (${t.status}${t.detail ? ' ' + t.detail : ''}, messages ${t.keys.join(' ')})`;
+        if (t.status === 'accepted' && present < t.keys.length) out.push({ check: this.name, kind: 'lost', detail: `${what}: only ${present} of ${t.keys.length} present` });
+        else if (t.status === 'discharging' && present !== 0 && present !== t.keys.length) out.push({ check: this.name, kind: 'partial', detail: `${what}: ${present} of ${t.keys.length} present` });
+        else if ((t.status === 'open' || t.status === 'rejected') && present > 0) out.push({ check: this.name, kind: 'phantom', detail: `${what}: ${present} present though never committed` });
+      }
+      return out;
+    },
+  },
+  ...SOW_CHECKS.map((c): Check => ({ name: c.name, run: (d) => (d.sow ? c.run(d.sow) : []) })),
 ];
 
 function countBy(d: RoundData): Map<string, number> {
   const c = new Map<string, number>();
   for (const msgs of d.drained.values()) for (const m of msgs) c.set(key(m.pub, m.seq), (c.get(key(m.pub, m.seq)) ?? 0) + 1);
   return c;
-}
-
-/** mulberry32 */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 interface Child { proc: ChildProcess; port: number; exited: Promise<number | null>; output: () => string }
@@ -137,16 +167,6 @@ function startBroker(dataDir: string): Promise<Child> {
     });
     proc.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
     proc.once('exit', (code) => { if (!done) { done = true; clearTimeout(timer); reject(new Error(`broker exited ${code}: ${out}`)); } });
-  });
-}
-
-function openConnection(port: number): Promise<any> {
-  return new Promise((resolve, reject) => {
-    const c = r.create_container({ id: 'crash-' + Math.random().toString(36).slice(2) });
-    const conn = c.connect({ host: '127.0.0.1', port, reconnect: false });
-    conn.once('connection_open', () => resolve(conn));
-    conn.once('disconnected', (ctx: any) => reject(new Error('connect failed: ' + (ctx?.error?.message ?? 'disconnected'))));
-    conn.on('error', () => { /* the broker is killed under us */ });
   });
 }
 
@@ -204,55 +224,93 @@ async function drain(port: number, queue: string): Promise<Seen[]> {
   return out;
 }
 
-export interface CrashResult { rounds: number; checked: number; lost: number; duplicated: number; violations: Violation[]; accepted: number }
+export interface CrashResult { rounds: number; checked: number; sowChecked: number; lost: number; duplicated: number; mismatched: number; violations: Violation[]; accepted: number; sowAccepted: number; txCommitted: number }
 
 export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
   const log = opts.log ?? ((l: string) => process.stdout.write(l + '\n'));
   const rand = prng(opts.seed);
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), 'tidemark-crash-'));
   const queues = Array.from({ length: opts.queues }, (_, i) => `crash.q${i}`);
+  const mix: Role[] = opts.mix?.length ? opts.mix : ['plain', 'sow', 'tx'];
+  const roles = Array.from({ length: opts.publishers }, (_, p) => mix[p % mix.length]);
+  const sowPubs = roles.flatMap((ro, p) => (ro === 'sow' ? [p] : []));
+  const sowQueues = sowPubs.length ? Array.from({ length: Math.min(opts.sowQueues ?? 2, sowPubs.length) }, (_, i) => `crash.sow${i}`) : [];
+  const sowQueueOf = new Map(sowPubs.map((p, i) => [p, sowQueues[i % sowQueues.length]]));
+  const world = new SowWorld(sowQueues);
+  const sowKeys = new Map(sowPubs.map((p) => [p, Array.from({ length: opts.sowKeys ?? 4 }, (_, i) => world.keyFor(sowQueueOf.get(p)!, p, `p${p}.k${i}`))]));
   const nextSeq = new Array(opts.publishers).fill(0);
-  const result: CrashResult = { rounds: 0, checked: 0, lost: 0, duplicated: 0, violations: [], accepted: 0 };
+  const result: CrashResult = { rounds: 0, checked: 0, sowChecked: 0, lost: 0, duplicated: 0, mismatched: 0, violations: [], accepted: 0, sowAccepted: 0, txCommitted: 0 };
   try {
     for (let round = 1; round <= opts.rounds; round++) {
       const broker = await startBroker(dataDir);
       const sent = new Set<string>();
       const accepted = new Set<string>();
+      const txns: TxRec[] = [];
       const stop = { stopped: false };
-      const pubs = Array.from({ length: opts.publishers }, (_, p) => publish(broker.port, p, queues[p % queues.length], nextSeq[p], opts.messages, round, sent, accepted, stop));
+      const counter = { accepted: 0 };
+      const sowRound: SowRound = { world, queues: sowQueues, ops: new Map(), live: new Map(), snapshot: new Map(), replay: new Map(), probe: new Map(), errors: [] };
+      if (sowQueues.length) await ensureSowQueues(broker.port, sowQueues);
+      const subs = await Promise.all(sowQueues.map((q) => { const into: SowMsg[] = []; sowRound.live.set(q, into); return liveSubscribe(broker.port, q, into); }));
+      const pubs = roles.map(async (role, p) => {
+        const pr = prng(Math.floor(rand() * 2 ** 32));
+        if (role === 'plain') nextSeq[p] = await publish(broker.port, p, queues[p % queues.length], nextSeq[p], opts.messages, round, sent, accepted, stop);
+        else if (role === 'tx') nextSeq[p] = await txPublish(broker.port, p, queues[p % queues.length], nextSeq[p], opts.messages, round, pr, sent, accepted, txns, stop, counter);
+        else {
+          const ops: SowOp[] = [];
+          sowRound.ops.set(p, ops);
+          await sowPublish(broker.port, p, sowQueueOf.get(p)!, sowKeys.get(p)!, opts.sowMessages ?? opts.messages, round, pr, ops, stop, counter);
+        }
+      });
       // Kill at a random moment: after a random share of the expected accepts, or a time limit.
       const target = Math.floor(rand() * opts.messages * opts.publishers * 0.9);
       const deadline = Date.now() + 200 + rand() * 3000;
-      while (accepted.size < target && Date.now() < deadline) await new Promise((res) => setTimeout(res, 1 + rand() * 5));
+      while (accepted.size + counter.accepted < target && Date.now() < deadline) await new Promise((res) => setTimeout(res, 1 + rand() * 5));
       broker.proc.kill('SIGKILL');
       await broker.exited;
       stop.stopped = true;
-      const finals = await Promise.all(pubs);
-      finals.forEach((s, p) => { nextSeq[p] = s; });
+      await Promise.all(pubs);
+      await Promise.all(subs.map((s) => s.done));
 
       const again = await startBroker(dataDir);
       const drained = new Map<string, Seen[]>();
-      for (const q of queues) drained.set(q, await drain(again.port, q));
-      again.proc.kill('SIGTERM');
-      const code = await Promise.race([again.exited, new Promise<'timeout'>((res) => setTimeout(() => res('timeout'), 10000))]);
-      if (code === 'timeout') { again.proc.kill('SIGKILL'); await again.exited; }
+      try {
+        for (const q of queues) drained.set(q, await drain(again.port, q));
+        for (const q of sowQueues) {
+          try { await verifySowQueue(again.port, q, round, sowRound); } catch (e) { sowRound.errors.push(`${q}: verification failed: ${(e as Error).message}`); }
+        }
+      } finally {
+        again.proc.kill('SIGTERM');
+        const code = await Promise.race([again.exited, new Promise<'timeout'>((res) => setTimeout(() => res('timeout'), 10000))]);
+        if (code === 'timeout') { again.proc.kill('SIGKILL'); await again.exited; }
+      }
 
-      const data: RoundData = { round, accepted, sent, drained, queues };
+      const data: RoundData = { round, accepted, sent, drained, queues, txns, sow: sowQueues.length ? sowRound : undefined };
       const violations = CHECKS.flatMap((c) => c.run(data));
       const checked = [...drained.values()].reduce((n, m) => n + m.length, 0);
+      const sowChecked = [...world.keys.values()].filter((k) => sowRound.snapshot.has(k.queue)).length;
+      const sowOps = [...sowRound.ops.values()].flat();
+      const sowAcc = sowOps.filter((o) => o.outcome === 'accepted').length;
+      const txOk = txns.filter((t) => t.status === 'accepted').length;
+      world.commit(sowRound);
       result.rounds = round;
       result.checked += checked;
+      result.sowChecked += sowChecked;
       result.accepted += accepted.size;
+      result.sowAccepted += sowAcc;
+      result.txCommitted += txOk;
       result.lost += violations.filter((v) => v.kind === 'lost').length;
       result.duplicated += violations.filter((v) => v.kind === 'duplicated').length;
+      result.mismatched += violations.filter((v) => v.kind !== 'lost' && v.kind !== 'duplicated').length;
       result.violations.push(...violations);
-      log(`round ${round}: sent=${sent.size} accepted=${accepted.size} drained=${checked} violations=${violations.length}`);
+      const live = [...sowRound.live.values()].reduce((n, m) => n + m.length, 0);
+      const replayed = [...sowRound.replay.values()].reduce((n, m) => n + m.length, 0);
+      log(`round ${round}: sent=${sent.size} accepted=${accepted.size} drained=${checked} | sow ops=${sowOps.length} accepted=${sowAcc} live=${live} records=${sowChecked} log=${replayed} | tx committed=${txOk} unanswered=${txns.filter((t) => t.status === 'discharging').length} open=${txns.filter((t) => t.status === 'open').length} | violations=${violations.length}`);
       for (const v of violations.slice(0, 20)) log(`  VIOLATION [${v.check}] ${v.kind}: ${v.detail}`);
     }
   } finally {
     if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
   }
-  log(`rounds=${result.rounds} messages checked=${result.checked} lost=${result.lost} duplicated=${result.duplicated}`);
+  log(`rounds=${result.rounds} messages checked=${result.checked} sow records checked=${result.sowChecked} lost=${result.lost} duplicated=${result.duplicated} mismatched=${result.mismatched}`);
   return result;
 }
 
@@ -267,12 +325,16 @@ function parseArgs(argv: string[]): CrashOptions {
     else if (a === '--queues') o.queues = Number(v());
     else if (a === '--seed') o.seed = Number(v());
     else if (a === '--data') o.dataDir = v();
+    else if (a === '--mix') o.mix = v().split(',').map((x) => { if (!['plain', 'sow', 'tx'].includes(x)) throw new Error(`--mix: unknown role ${x}`); return x as Role; });
+    else if (a === '--sow-queues') o.sowQueues = Number(v());
+    else if (a === '--sow-keys') o.sowKeys = Number(v());
+    else if (a === '--sow-messages') o.sowMessages = Number(v());
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('crash-test --rounds N --publishers 10 --messages M [--queues 3] [--seed S] [--data DIR]\n');
+      process.stdout.write('crash-test --rounds N --publishers 10 --messages M [--queues 3] [--seed S] [--data DIR] [--mix plain,sow,tx] [--sow-queues 2] [--sow-keys 4] [--sow-messages M]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
-  for (const k of ['rounds', 'publishers', 'messages', 'queues'] as const) if (!Number.isInteger(o[k]) || o[k] < 1) throw new Error(`--${k} must be a positive integer`);
+  for (const k of ['rounds', 'publishers', 'messages', 'queues', 'sowQueues', 'sowKeys', 'sowMessages'] as const) if (o[k] !== undefined && (!Number.isInteger(o[k]) || (o[k] as number) < 1)) throw new Error(`--${k} must be a positive integer`);
   return o;
 }
 

@@ -41,8 +41,9 @@ describe('tidemark-bench (smoke)', function () {
     expect(r.replay.events).to.equal(60);
     expect(r.replay.rate).to.be.greaterThan(0);
     expect(r['sow-and-subscribe'].snapshot_records).to.equal(50);
-    expect(r.bootstrap.skipped).to.match(/not implemented/);
-    for (const w of ['publish', 'consume', 'latency', 'sow', 'historical', 'sow-and-subscribe', 'replay']) {
+    expect(r.bootstrap.snapshot_records).to.equal(50);
+    expect(r.bootstrap.seconds).to.be.greaterThan(0);
+    for (const w of ['publish', 'consume', 'latency', 'sow', 'historical', 'sow-and-subscribe', 'replay', 'bootstrap']) {
       expect(out.summary[w], w).to.have.property('A_median').that.is.a('number');
     }
   });

@@ -144,7 +144,7 @@ main(async () => {
         out.replay = await guarded(() => W.replay(t, d.queue, base + d.events - n, n, load.window, progress) as any);
       }
       if (workloads.includes('sow-and-subscribe')) out['sow-and-subscribe'] = await guarded(() => W.sowAndSubscribe(t, d, load.size, load.window, argv['load-rate'], progress) as any);
-      if (workloads.includes('bootstrap')) out.bootstrap = { skipped: 'not implemented in broker yet (no bootstrap command in lib/ext/sow)' };
+      if (workloads.includes('bootstrap')) out.bootstrap = await guarded(() => W.bootstrap(t, d, load.size, load.window, argv['load-rate'], progress) as any);
     }
     return out;
   }

@@ -263,15 +263,27 @@ export const TX_TYPES = {
 } as const;
 
 const T: any = (rhea as any).types;
-/** rhea composites for the transaction types (encode with `X.create(fields).described()`). */
-export const Coordinator: any = T.define_composite({ name: 'coordinator', code: TX_TYPES.coordinator.code, fields: [{ name: 'capabilities', type: 'symbol', multiple: true }] });
-export const Declared: any = T.define_composite({ name: 'declared', code: TX_TYPES.declared.code, fields: [{ name: 'txn_id', type: 'binary', mandatory: true }] });
-export const TransactionalState: any = T.define_composite({
-  name: 'transactional_state', code: TX_TYPES.transactionalState.code,
-  fields: [{ name: 'txn_id', type: 'binary', mandatory: true }, { name: 'outcome', type: '*' }],
-});
-Declared.composite_type = 'declared';
-TransactionalState.composite_type = 'transactional_state';
+
+/**
+ * rhea composites for the transaction types (encode with `X.create(fields).described()`).
+ * Defined once per process and shared: rhea keeps one decoder per descriptor, so a second
+ * definition (a second instance of this module, as test runners can load) would make decoded
+ * values instances of another class.
+ */
+const TX_CLASSES: { Coordinator: any; Declared: any; TransactionalState: any } = ((globalThis as any)[Symbol.for('tidemark.rhea-tx-types')] ??= (() => {
+  const Coordinator = T.define_composite({ name: 'coordinator', code: TX_TYPES.coordinator.code, fields: [{ name: 'capabilities', type: 'symbol', multiple: true }] });
+  const Declared = T.define_composite({ name: 'declared', code: TX_TYPES.declared.code, fields: [{ name: 'txn_id', type: 'binary', mandatory: true }] });
+  const TransactionalState = T.define_composite({
+    name: 'transactional_state', code: TX_TYPES.transactionalState.code,
+    fields: [{ name: 'txn_id', type: 'binary', mandatory: true }, { name: 'outcome', type: '*' }],
+  });
+  Declared.composite_type = 'declared';
+  TransactionalState.composite_type = 'transactional_state';
+  return { Coordinator, Declared, TransactionalState };
+})());
+export const Coordinator: any = TX_CLASSES.Coordinator;
+export const Declared: any = TX_CLASSES.Declared;
+export const TransactionalState: any = TX_CLASSES.TransactionalState;
 
 /** True when a descriptor value (numeric or symbolic) names the given transaction type. */
 export function isTxDescriptor(value: unknown, type: { code: number; symbol: string }): boolean {

@@ -3,7 +3,7 @@
  * the core's points: queue arguments (`sow.key`, `sow.history.*`, `log.*`), the SOW
  * structure, attach filters (`tidemark:command`, `:bookmark`, `:options`), commands on plain
  * queues (empty group then live, replay by SCN), `SOW-DELETE`, statistics, and a background
- * retention task.
+ * task for retention and record expiry (TTL on queues without history). docs/sow.md.
  */
 import type { Extension, FilterSpec, ConsumerRequest } from '../../core/extensions.js';
 import type { Queue } from '../../core/queue/queue.js';
@@ -322,7 +322,9 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
       timer = setInterval(() => {
         const now = b.clock.now();
         for (const q of b.nodes.list()) {
-          if (q.structure instanceof SowStructure) q.structure.trim(now).catch((err) => log.error('retention failed', { queue: q.name, err }));
+          if (!(q.structure instanceof SowStructure)) continue;
+          q.structure.expireDue(now).catch((err) => log.error('expiry failed', { queue: q.name, err }));
+          q.structure.trim(now).catch((err) => log.error('retention failed', { queue: q.name, err }));
         }
       }, opts.retentionIntervalMs ?? 1000);
       timer.unref();
@@ -335,6 +337,21 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
 export async function runRetention(b: BrokerContext): Promise<void> {
   const now = b.clock.now();
   for (const q of b.nodes.list()) if (q.structure instanceof SowStructure) await q.structure.trim(now);
+}
+
+/** Expires every SOW record whose TTL has passed now (tests, tools); resolves with how many. */
+export async function runExpiry(b: BrokerContext): Promise<number> {
+  const now = b.clock.now();
+  let n = 0;
+  for (const q of b.nodes.list()) if (q.structure instanceof SowStructure) n += await q.structure.expireDue(now);
+  return n;
+}
+
+/** One pass of the background task: expiry, then retention (tests, tools). */
+export async function runSweeps(b: BrokerContext): Promise<number> {
+  const n = await runExpiry(b);
+  await runRetention(b);
+  return n;
 }
 
 export { SowStructure };

@@ -21,7 +21,8 @@ import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
 import { encodeCheckpoint, type Checkpoint, type WindowTracker } from './checkpoint.js';
 import { SOW, HIST, sowKeyOf, parseHistKey } from './tables.js';
-import type { SowStructure, SowEvent } from './sow-structure.js';
+import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';
+import { PageIndex, type PageEntry } from './paging.js';
 import type { Command, CommandOptions } from './options.js';
 import { logger } from '../../core/log.js';
 
@@ -87,6 +88,12 @@ export class SowConsumer implements Consumer {
   /** Replace: keys of the replaced link's deliveries seen in the new snapshot. */
   readonly #replaceSeen = new Set<string>();
   #draining = false;
+  /** Paginated subscription (top_n + skip_n): every matching record in page order; #delivered is the page. */
+  #paging?: PageIndex;
+  /** Messages one event produced beyond the first, sent as credit allows before the next event. */
+  readonly #outbox: Array<{ bytes: Buffer; ann: Record<string, unknown>; ev?: SowEvent }> = [];
+  /** Broker time the snapshot is taken at: records whose TTL passed by then are not in it. */
+  #snapAt = 0;
 
   constructor(structure: SowStructure, req: ConsumerRequest, sink: DeliverySink, plan: SowPlan) {
     this.#s = structure;
@@ -94,6 +101,10 @@ export class SowConsumer implements Consumer {
     this.#sink = new MarkerSink(sink);
     this.#plan = plan;
     this.#track = plan.command !== 'subscribe' && !plan.checkpoint;
+    const o = plan.options;
+    if ((plan.command === 'sow_and_subscribe' || plan.command === 'default') && !plan.checkpoint && o.top_n !== undefined && o.skip_n !== undefined) {
+      this.#paging = new PageIndex(o.order_by ? compileOrderBy(o.order_by) : undefined, o.skip_n, o.top_n);
+    }
     this.#start();
   }
 
@@ -149,11 +160,12 @@ export class SowConsumer implements Consumer {
       this.#position = S;
       this.#replayTarget = S;
       this.#groupEndScn = S;
+      this.#snapAt = q.ctx.clock.now();
       this.#snapshotHandle = q.ctx.store.snapshot();
       const prefix = queuePrefix(SOW, q.id);
       this.#snapshotCursor = q.ctx.store.cursor({ gte: prefix, lt: prefixEnd(prefix), snapshot: this.#snapshotHandle });
       this.#phase = 'snapshot';
-      if (this.#plan.options.order_by) this.#loadAllSorted().catch((err) => this.#fail(err));
+      if (this.#plan.options.order_by || this.#paging) this.#loadAllSorted().catch((err) => this.#fail(err));
       else this.pump();
     });
   }
@@ -174,6 +186,7 @@ export class SowConsumer implements Consumer {
       this.#marker('group_begin', undefined, this.#snapshotCheckpoint(boot.resumeAfterKey));
       this.#position = boot.start;
       this.#groupEndScn = S;
+      this.#snapAt = q.ctx.clock.now();
       this.#snapshotHandle = q.ctx.store.snapshot();
       const prefix = queuePrefix(SOW, q.id);
       const gt = boot.resumeAfterKey !== undefined ? Buffer.concat([prefix, Buffer.from(boot.resumeAfterKey, 'utf8')]) : undefined;
@@ -251,6 +264,7 @@ export class SowConsumer implements Consumer {
       if (batch.length === 0) { this.#rowsDone = true; await this.#releaseSnapshot(); }
       for (const [k, v] of batch) {
         const { meta, message } = decodeEvent(v);
+        if (SowStructure.expiredAt(meta.exp, this.#snapAt)) continue;
         this.#rows.push({ key: sowKeyOf(k), scn: meta.w ?? 0, ts: meta.ts, bytes: message });
       }
     } finally { this.#fetching = false; }
@@ -264,33 +278,62 @@ export class SowConsumer implements Consumer {
     try { await h?.close(); } catch { /* closed */ }
   }
 
-  /** order_by needs every matching record before the first is sent. */
+  /** order_by (and a paginated subscription) needs every matching record before the first is sent. */
   async #loadAllSorted(): Promise<void> {
     const all: Row[] = [];
     const envs = new Map<Row, MessageEnv>();
+    const rf = this.#plan.replaceFrom;
     for (;;) {
       const batch = await this.#snapshotCursor!.next(1000);
       if (!batch.length) break;
       for (const [k, v] of batch) {
         const { meta, message } = decodeEvent(v);
+        if (SowStructure.expiredAt(meta.exp, this.#snapAt)) continue;
         const r = { key: sowKeyOf(k), scn: meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
         const env = new MessageEnv(decodeMessage(r.bytes));
-        if (this.#req.predicates.length && !this.#matches(env)) continue;
+        if (this.#req.predicates.length && !this.#matches(env)) {
+          // Replace: a record the old link delivered that no longer matches leaves focus.
+          if (rf?.delivered.has(r.key)) { this.#replaceSeen.add(r.key); if (this.#plan.options.oof) this.#outbox.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match') }); }
+          continue;
+        }
         all.push(r); envs.set(r, env);
       }
     }
     await this.#releaseSnapshot();
-    const cmp = compileOrderBy(this.#plan.options.order_by!);
-    all.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
+    if (this.#plan.options.order_by) {
+      const cmp = compileOrderBy(this.#plan.options.order_by);
+      all.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
+    }
     const o = this.#plan.options;
     const start = o.skip_n ?? 0;
     this.#rows = all.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
+    if (this.#paging) this.#loadPaging(all, envs, this.#rows);
     this.#skipped = o.skip_n ?? 0;
     this.#rowsDone = true;
     this.#sortedLoaded = true;
     this.pump();
   }
   #sortedLoaded = false;
+
+  /**
+   * Paginated subscription: the page index holds every matching record of the snapshot (in
+   * snapshot order); the page rows are what the snapshot sends, so #delivered becomes the page.
+   * Replace: records the old link delivered that still match but are off the new page leave
+   * its focus (an oof `match`), not deleted.
+   */
+  #loadPaging(all: Row[], envs: Map<Row, MessageEnv>, page: Row[]): void {
+    const pg = this.#paging!;
+    pg.load(all.map((r) => pg.entry(r.key, r.scn, r.ts, r.bytes, envs.get(r)!)));
+    const rf = this.#plan.replaceFrom;
+    if (!rf) return;
+    const onPage = new Set(page.map((r) => r.key));
+    for (const key of rf.delivered) {
+      const e = pg.get(key);
+      if (!e || onPage.has(key)) continue;
+      this.#replaceSeen.add(key);
+      if (this.#plan.options.oof) this.#outbox.push({ bytes: e.bytes, ann: this.#annotations('oof', e.scn, key, e.ts, 'match') });
+    }
+  }
 
   /** Historical snapshot at SCN S: per key the newest retained version with SCN <= S, unless a tombstone. */
   async #historical(S: number): Promise<void> {
@@ -325,6 +368,7 @@ export class SowConsumer implements Consumer {
     }
     const start = o.skip_n ?? 0;
     this.#rows = rows.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
+    if (this.#paging) this.#loadPaging(rows, new Map(rows.map((r) => [r, new MessageEnv(decodeMessage(r.bytes))] as const)), this.#rows);
     this.#skipped = start;
     this.#sortedLoaded = true;
     this.#rowsDone = true;
@@ -427,7 +471,7 @@ export class SowConsumer implements Consumer {
       const rows = await q.ctx.store.all({ gte: scnKey(CoreTables.log, q.id, this.#position + 1), lt: scnKey(CoreTables.log, q.id, q.committedScn + 1), limit: 256 });
       for (const [k, v] of rows) {
         const { meta, message } = decodeEvent(v);
-        this.#logRows.push({ scn: Number(k.readBigUInt64BE(5)), ts: meta.ts, op: (meta.op ?? 'publish') as SowEvent['op'], key: meta.key ?? '', bytes: Buffer.from(message), w: meta.w });
+        this.#logRows.push(eventFromLog(Number(k.readBigUInt64BE(5)), meta, message));
       }
       if (!rows.length) this.#position = Math.max(this.#position, q.committedScn);
     } finally { this.#fetching = false; }
@@ -440,12 +484,13 @@ export class SowConsumer implements Consumer {
 
   /** Decides what one event means for this link; may send nothing. */
   #handleEvent(ev: SowEvent): void {
+    if (this.#paging) { this.#handlePaged(ev); return; }
     const oof = this.#plan.options.oof === true;
     const matches = this.#req.predicates.length === 0 || this.#matches(this.#envOf(ev));
     if (ev.op === 'delete') {
       if (!this.#track) { if (matches) this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev); return; }
       if (this.#delivered.delete(ev.key)) {
-        if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'deleted'), ev);
+        if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, ev.expired ? 'expired' : 'deleted'), ev);
         else this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev);
       }
       return;
@@ -458,11 +503,59 @@ export class SowConsumer implements Consumer {
     }
   }
 
+  /**
+   * Paginated subscription (semantics.md 5): the event moves its record within the sorted
+   * matching set (or out of it); if that could change the page (either position before the
+   * page end), the page is recomputed and compared with what the link holds. Messages, in
+   * this order: records leaving the page (the event's own record: `delete`/oof `deleted` or
+   * `expired` when it went away, oof `match` when it moved off the page or stopped matching;
+   * others pushed off by the shift: oof `match` with their current state), then the event's
+   * record if it is on the page (`publish`), then records shifted onto the page (`publish`,
+   * their current state). Without `oof`, records leaving only by moving get no message. All
+   * carry the event's SCN (the page changed there), and their own version's timestamp.
+   */
+  #handlePaged(ev: SowEvent): void {
+    const pg = this.#paging!;
+    const oof = this.#plan.options.oof === true;
+    const matches = ev.op !== 'delete' && (this.#req.predicates.length === 0 || this.#matches(this.#envOf(ev)));
+    const oldIdx = pg.remove(ev.key);
+    const newIdx = matches ? pg.insert(pg.entry(ev.key, ev.scn, ev.ts, ev.bytes, this.#envOf(ev))) : -1;
+    const end = pg.end;
+    if ((oldIdx < 0 || oldIdx >= end) && (newIdx < 0 || newIdx >= end)) return; // after the page: no change
+    const page = pg.page();
+    const now = new Set(page.map((e) => e.key));
+    const before = this.#delivered;
+    const as = (e: PageEntry): SowEvent => ({ scn: ev.scn, ts: e.ts, op: 'publish', key: e.key, bytes: e.bytes, w: ev.w });
+    if (before.has(ev.key) && !now.has(ev.key)) {
+      if (ev.op === 'delete') {
+        if (oof) this.#emit(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, ev.expired ? 'expired' : 'deleted'), ev);
+        else this.#emit(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev);
+      } else if (oof) this.#emit(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev);
+    }
+    for (const k of before) {
+      if (k === ev.key || now.has(k)) continue;
+      const e = pg.get(k);
+      if (oof && e) this.#emit(e.bytes, this.#annotations('oof', ev.scn, k, e.ts, 'match'), as(e));
+    }
+    if (now.has(ev.key)) this.#emit(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts), ev);
+    for (const e of page) if (e.key !== ev.key && !before.has(e.key)) this.#emit(e.bytes, this.#annotations('publish', ev.scn, e.key, e.ts), as(e));
+    before.clear();
+    for (const k of now) before.add(k);
+  }
+
+  /** Queues a message; pump sends queued messages under credit before the next event. */
+  #emit(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent): void { this.#outbox.push({ bytes, ann, ev }); }
+
   pump(): void {
     if (this.#pumping || this.#closed) return;
     this.#pumping = true;
     try {
       while (!this.#closed && this.#sink.credit() > 0) {
+        if (this.#outbox.length) {
+          const m = this.#outbox.shift()!;
+          this.#send(m.bytes, m.ann, m.ev);
+          continue;
+        }
         if (this.#phase === 'snapshot') {
           if (this.#rows.length) {
             const r = this.#rows.shift()!;
@@ -515,7 +608,7 @@ export class SowConsumer implements Consumer {
         }
         break;
       }
-      if (this.#draining && this.#phase === 'events' && this.#sink.credit() > 0 && this.#position >= this.#s.queue.committedScn && !this.#logRows.length) {
+      if (this.#draining && this.#phase === 'events' && this.#sink.credit() > 0 && this.#position >= this.#s.queue.committedScn && !this.#logRows.length && !this.#outbox.length) {
         this.#draining = false;
         this.#sink.drained();
       }

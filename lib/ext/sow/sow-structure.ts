@@ -11,7 +11,7 @@ import type { BatchOp } from '../../core/storage/store.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
 import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
 import { CoreTables, scnKey, queuePrefix, prefixEnd } from '../../core/storage/keyspace.js';
-import { encodeEvent, decodeEvent } from '../../core/engine/event-record.js';
+import { encodeEvent, decodeEvent, type EventMeta } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { jsonBody } from '../../codec/json-body.js';
 import { encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
@@ -34,11 +34,17 @@ export interface SowEvent {
   bytes: Buffer;
   /** Window end SCN (transactions). */
   w?: number;
+  /** A `delete` that is a TTL expiry (logged with meta `expired: true`). */
+  expired?: boolean;
   /** Decoded view, built once per event for all subscribers. */
   view?: any;
 }
 
-interface SowRecord { scn: number; ts: number; bytes: Buffer; lastKeptTs?: number }
+interface SowRecord { scn: number; ts: number; bytes: Buffer; lastKeptTs?: number; /** Absolute expiry, ms (TTL; never on a queue with history). */ exp?: number }
+/** Log/sow row metadata as the SOW writes it: the core's fields plus the expiry marker. */
+type SowMeta = EventMeta & { expired?: boolean };
+/** An expiry-heap entry; valid only while the key's record still has this SCN and expiry. */
+interface ExpiryEntry { exp: number; key: string; scn: number }
 /** One prepared change of a key's record (see SowStructure.#settle). */
 interface PendingChange { before: SowRecord | undefined; after: SowRecord | undefined; state: 'pending' | 'done' | 'failed' }
 
@@ -124,13 +130,22 @@ export class SowStructure implements QueueStructure {
     let bytes: Buffer;
     if (op === 'delete') {
       bytes = prev?.bytes ?? msg.bytes;
-    } else if (op === 'delta' && prev) {
+    } else if (op === 'delta' && prev && !SowStructure.expiredAt(prev.exp, ts)) {
+      // (A delta on a record whose TTL has passed, before the sweep logged its expiry, does
+      // not merge into it: the record no longer exists, so the delta is the whole record.)
       bytes = mergeDelta(prev.bytes, json as Record<string, unknown>, q.name);
     } else {
       bytes = msg.bytes;
     }
+    // An expiry (from #expireDue, never from a producer: attrs are broker-internal) is a
+    // delete marked `expired`, so every reader that knows deletes handles it.
+    const expiring = op === 'delete' && msg.attrs.sowExpire === true;
+    // TTL applies to SOW records only without history (semantics.md 2); the latest write
+    // (publish or delta) decides: its header.ttl, or none = never expires.
+    const exp = op !== 'delete' && !this.hasHistory ? msg.expiresAt : undefined;
     const ops: BatchOp[] = [];
-    const meta = { ts, op, key, w: windowEnd };
+    const meta: SowMeta = { ts, op, key, w: windowEnd };
+    if (expiring) meta.expired = true;
     ops.push({ type: 'put', key: scnKey(CoreTables.log, q.id, scn), value: encodeEvent(meta, bytes) });
     ops.push({ type: 'put', key: timeKey(q.id, ts, scn), value: Buffer.alloc(0) });
     let histAdded = 0;
@@ -154,12 +169,17 @@ export class SowStructure implements QueueStructure {
     if (op === 'delete') {
       if (prev) ops.push({ type: 'del', key: sowKey(q.id, key) });
     } else {
-      ops.push({ type: 'put', key: sowKey(q.id, key), value: encodeEvent({ ts, op: 'publish', key, w: scn }, bytes) });
+      ops.push({ type: 'put', key: sowKey(q.id, key), value: encodeEvent({ ts, op: 'publish', key, w: scn, ...(exp !== undefined ? { exp } : {}) }, bytes) });
     }
     // In-memory state moves now, so the next prepare in this batch sees it.
     if (op === 'delete') { if (prev) { this.records.delete(key); this.#bytes -= prev.bytes.length; } }
-    else { this.records.set(key, { scn, ts, bytes, lastKeptTs }); this.#bytes += bytes.length - (prev?.bytes.length ?? 0); }
+    else {
+      this.records.set(key, { scn, ts, bytes, lastKeptTs, ...(exp !== undefined ? { exp } : {}) });
+      this.#bytes += bytes.length - (prev?.bytes.length ?? 0);
+      if (exp !== undefined) this.#heapPush({ exp, key, scn });
+    }
     const ev: SowEvent = { scn, ts, op, key, bytes, w: windowEnd };
+    if (expiring) ev.expired = true;
     const pend: PendingChange = { before: prev, after: this.records.get(key), state: 'pending' };
     let chain = this.#pending.get(key);
     if (!chain) this.#pending.set(key, chain = []);
@@ -168,6 +188,7 @@ export class SowStructure implements QueueStructure {
       ops,
       committed: () => {
         this.#settle(key, pend, 'done');
+        if (expiring) q.counters.expired++;
         this.historyVersions += histAdded;
         for (const p of purgeable) this.#purgeQueue.push(p);
         this.logCount++;
@@ -247,7 +268,10 @@ export class SowStructure implements QueueStructure {
     for (const [k, v] of await store.all({ gte: sp, lt: prefixEnd(sp) })) {
       const { meta, message } = decodeEvent(v);
       const scn = meta.w ?? 0;
-      this.records.set(sowKeyOf(k), { scn, ts: meta.ts, bytes: Buffer.from(message) });
+      const key = sowKeyOf(k);
+      const exp = this.hasHistory ? undefined : meta.exp;
+      this.records.set(key, { scn, ts: meta.ts, bytes: Buffer.from(message), ...(exp !== undefined ? { exp } : {}) });
+      if (exp !== undefined) this.#heapPush({ exp, key, scn });
       this.#bytes += message.length;
       max = Math.max(max, scn);
     }
@@ -260,7 +284,7 @@ export class SowStructure implements QueueStructure {
       const [k, v] = last[i];
       const scn = Number(k.readBigUInt64BE(5));
       const { meta, message } = decodeEvent(v);
-      this.ring.push({ scn, ts: meta.ts, op: (meta.op ?? 'publish') as SowOp, key: meta.key ?? '', bytes: Buffer.from(message), w: meta.w });
+      this.ring.push(eventFromLog(scn, meta, message));
       max = Math.max(max, scn);
     }
     if (last.length === RING_CAPACITY && this.ring.length) this.ringFloor = this.ring[0].scn - 1;
@@ -324,6 +348,103 @@ export class SowStructure implements QueueStructure {
     });
   }
 
+  /**
+   * Record expiry (semantics.md 2). A min-heap by expiry time, with lazy deletion: an entry
+   * is acted on only if the key's record still has that SCN and expiry (a later write or a
+   * delete makes it stale). Stale entries are dropped when they reach the top, and the heap
+   * is rebuilt from the records when stale ones outnumber live ones, so memory stays
+   * O(records with a TTL). A sweep costs O(e log h) for e expiring records: no scans.
+   */
+  readonly #heap: ExpiryEntry[] = [];
+  /** Expiries logged but not yet committed (so two sweeps do not expire a key twice). */
+  readonly #expiring = new Set<string>();
+
+  /** True when the record has a TTL that has passed at `now` (queries hide it before the sweep). */
+  static expiredAt(exp: number | undefined, now: number): boolean { return exp !== undefined && exp <= now; }
+
+  #heapPush(e: ExpiryEntry): void {
+    const h = this.#heap;
+    h.push(e);
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (h[p].exp <= h[i].exp) break;
+      [h[p], h[i]] = [h[i], h[p]]; i = p;
+    }
+    if (h.length > 1024 && h.length > 4 * this.records.size) this.#rebuildHeap();
+  }
+
+  #heapPop(): ExpiryEntry | undefined {
+    const h = this.#heap;
+    if (!h.length) return undefined;
+    const top = h[0];
+    const last = h.pop()!;
+    if (h.length) {
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1, r = l + 1;
+        let m = i;
+        if (l < h.length && h[l].exp < h[m].exp) m = l;
+        if (r < h.length && h[r].exp < h[m].exp) m = r;
+        if (m === i) break;
+        [h[m], h[i]] = [h[i], h[m]]; i = m;
+      }
+    }
+    return top;
+  }
+
+  #rebuildHeap(): void {
+    const live: ExpiryEntry[] = [];
+    for (const [key, r] of this.records) if (r.exp !== undefined) live.push({ exp: r.exp, key, scn: r.scn });
+    this.#heap.length = 0;
+    live.sort((a, b) => a.exp - b.exp); // a sorted array is a valid min-heap
+    for (const e of live) this.#heap.push(e);
+  }
+
+  /**
+   * Expires every record whose TTL has passed at `now`: each is a `delete` event marked
+   * `expired`, prepared and committed through the normal path (its own SCN, the log, the
+   * ring, subscribers). Resolves when they are durable.
+   */
+  expireDue(now: number): Promise<number> {
+    const due: string[] = [];
+    for (;;) {
+      const top = this.#heap[0];
+      if (!top || top.exp > now) break;
+      this.#heapPop();
+      const r = this.records.get(top.key);
+      if (!r || r.scn !== top.scn || r.exp !== top.exp || this.#expiring.has(top.key)) continue;
+      due.push(top.key);
+    }
+    if (!due.length || this.queue.deleted) return Promise.resolve(0);
+    const q = this.queue;
+    // One event per key (an expiry is not a transaction), prepared now, while `records`
+    // still says what the check above saw: nothing runs in between.
+    const done = due.map((key) => new Promise<number>((resolve) => {
+      const bytes = encodeMessage({ message_annotations: { 'x-opt-tm-op': 'delete', 'x-opt-tm-key': key }, body: null });
+      const msg: InboundMessage = { bytes, message: decodeMessage(bytes), receivedAt: now, attrs: { sowExpire: true } };
+      let w;
+      try { w = q.prepareWindow([msg]); } catch (err) { log.warn('expiry failed', { queue: q.name, key, err }); resolve(0); return; }
+      this.#expiring.add(key);
+      q.ctx.committer.add(w.ops, (err) => {
+        this.#expiring.delete(key);
+        if (err) {
+          w.failed();
+          // The record is back: try again at the next sweep.
+          const back = this.records.get(key);
+          if (back?.exp !== undefined) this.#heapPush({ exp: back.exp, key, scn: back.scn });
+          log.warn('expiry not stored; retried at the next sweep', { queue: q.name, key, err });
+          resolve(0);
+          return;
+        }
+        w.committed();
+        resolve(1);
+      });
+    }));
+    return Promise.all(done).then((n) => n.reduce((a, b) => a + b, 0));
+  }
+
   stats(): QueueStats {
     return {
       depth: this.records.size, bytes: this.#bytes, oldestScn: this.oldestLogScn, consumers: this.#subscribers.size,
@@ -381,6 +502,13 @@ export class SowStructure implements QueueStructure {
       }
     }
   }
+}
+
+/** A log row as subscribers see it. */
+export function eventFromLog(scn: number, meta: EventMeta, message: Buffer): SowEvent {
+  const ev: SowEvent = { scn, ts: meta.ts, op: (meta.op ?? 'publish') as SowOp, key: meta.key ?? '', bytes: Buffer.from(message), w: meta.w };
+  if ((meta as SowMeta).expired) ev.expired = true;
+  return ev;
 }
 
 async function countRange(store: Queue['ctx']['store'], prefix: Buffer): Promise<number> {

@@ -96,12 +96,13 @@ export function openReceiver(c: Conn, source: Record<string, unknown>, opts: { c
 }
 
 /** Tidemark source filters (wire.md 4), encoded as described values. */
-export function tmFilters(f: { command?: string; bookmark?: string; options?: Record<string, unknown> }): Record<string, unknown> {
+export function tmFilters(f: { command?: string; bookmark?: string; options?: Record<string, unknown>; checkpoint?: Record<string, unknown> }): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const d = (desc: string, v: any) => r.types.described_nc(r.types.wrap_symbol(desc), v);
   if (f.command) out.command = d('tidemark:command:symbol', r.types.wrap_symbol(f.command));
   if (f.bookmark) out.bookmark = d('tidemark:bookmark:string', r.types.wrap_string(f.bookmark));
   if (f.options) out.options = d('tidemark:options:map', r.types.wrap_map(f.options));
+  if (f.checkpoint) out.checkpoint = d('tidemark:checkpoint:map', r.types.wrap_map(f.checkpoint));
   return out;
 }
 

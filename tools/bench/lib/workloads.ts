@@ -260,6 +260,45 @@ export async function sowAndSubscribe(t: Target, ds: SowDataset, size: number, w
   } finally { if (tick) clearInterval(tick); progress.end(); await cr.close(); await cp.close(); }
 }
 
+export interface BootstrapResult { snapshot_records: number; catchup_events: number; seconds: number; load_rate_target: number; load_published: number }
+
+/**
+ * Bootstrap of a consumer that fell off the log (semantics.md 8): a `tidemark:checkpoint:map`
+ * with windowScn 0 on the SOW dataset while a publisher keeps writing at `loadRate`; measures
+ * attach to the `completed` marker (snapshot + catch-up done, consumer online).
+ */
+export async function bootstrap(t: Target, ds: SowDataset, size: number, window: number, loadRate: number, progress: Progress): Promise<BootstrapResult> {
+  const cp = await connect(t.url);
+  const cr = await connect(t.url);
+  let tick: NodeJS.Timeout | undefined;
+  try {
+    const s = await openSender(cp, senderTarget(t, ds.queue));
+    let published = 0;
+    const t0l = performance.now();
+    tick = setInterval(() => {
+      const due = Math.floor(((performance.now() - t0l) / 1000) * loadRate);
+      while (published < due && s.sendable()) { const i = published++; s.send(message(ds.events + i, i % ds.keys, size)); }
+    }, 2);
+    progress.begin(`bootstrap ${t.side}`, ds.keys);
+    const t0 = performance.now();
+    const checkpoint = { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 0, prevScn: 0, windowOffset: -1 };
+    const rcv = cr.connection.open_receiver({ source: { address: ds.queue, filter: tmFilters({ checkpoint }) }, credit_window: window, autoaccept: true });
+    const res = await new Promise<{ records: number; events: number }>((resolve, reject) => {
+      let records = 0, events = 0, last = performance.now();
+      const stall = setInterval(() => { if (performance.now() - last > 15000) { clearInterval(stall); reject(new Error(`bootstrap stalled after ${records} records, ${events} events`)); } }, 500);
+      rcv.on('message', (ctx: any) => {
+        last = performance.now();
+        const cmd = cmdOf(ctx.message);
+        if (cmd === 'completed') { clearInterval(stall); resolve({ records, events }); return; }
+        if (cmd === 'sow') { records++; progress.update(records); } else if (cmd === 'publish' || cmd === 'delete') events++;
+      });
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    progress.end();
+    return { snapshot_records: res.records, catchup_events: res.events, seconds, load_rate_target: loadRate, load_published: published };
+  } finally { if (tick) clearInterval(tick); progress.end(); await cr.close(); await cp.close(); }
+}
+
 export interface ReplayResult { events: number; seconds: number; rate: number; from_scn: number }
 
 /** `subscribe` from bookmark SCN `from`: replays `count` logged events. */
