@@ -86,6 +86,17 @@ describe('history and replay (semantics.md 6, 7)', function () {
     expect(await stateAt(tb.url, q, iso(T0 + 11 * M))).to.deep.equal({ a: 2 });
   });
 
+  it('a historical query applies the content filter, top_n and skip_n (streamed) and order_by', async function () {
+    const q = 'h.opts';
+    clock.set(T0); await send(tb.url, histQueue(q), ['a', 'b', 'c', 'd', 'e'].map((id, i) => pub({ id, v: i + 1 })));
+    await at(T0 + 10 * S, q, ['a', 'b', 'c', 'd', 'e'].map((id) => pub({ id, v: 100 })));
+    const at5 = iso(T0 + 5 * S);
+    const keysOf = async (f: Record<string, unknown>) => (await sowQuery(tb.url, q, { bookmark: at5, ...f })).records.map((m) => `${keyOf(m)}${bodyJson(m).v}`);
+    expect(await keysOf({ filter: '/v >= 2' })).to.deep.equal(['b2', 'c3', 'd4', 'e5']);
+    expect(await keysOf({ filter: '/v >= 2', options: { top_n: 2, skip_n: 1 } })).to.deep.equal(['c3', 'd4']);
+    expect(await keysOf({ options: { top_n: 2, order_by: '/v DESC' } })).to.deep.equal(['e5', 'd4']);
+  });
+
   it('the window purge continues after a restart (what to purge is rebuilt from storage)', async function () {
     const q = 'h.purge-restart';
     clock.set(T0); await send(tb.url, histQueue(q, { 'sow.history.window': '10m' }), [pub({ id: 'a', v: 1 }), pub({ id: 'x', v: 1 })]);

@@ -634,6 +634,7 @@ export class AmqpServer {
     }
     const sink = new RheaSink(sender, `${req.containerId}/${req.linkName}`, this.#backend.config.limits.maxUnsettledPerLink);
     st.sink = sink;
+    sink.onUnblocked = () => { if (st.ready) st.consumer?.onCredit(); };
     st.queue = q;
     try {
       st.consumer = this.#backend.openConsumer(q, req, sink);

@@ -27,6 +27,9 @@ export class RheaSink implements DeliverySink {
 
   /** Link credit is there but the session's outgoing window is full (unsettled deliveries). */
   blocked = false;
+  /** Called when a blocked link may send again (set by the server to the consumer's onCredit). */
+  onUnblocked?: () => void;
+  #retry: NodeJS.Timeout | undefined;
 
   /** Transfers handed to rhea but not written yet (rhea takes link credit only when writing). */
   #unwritten(): number {
@@ -41,8 +44,15 @@ export class RheaSink implements DeliverySink {
     // decrements link credit when it writes a transfer, not when send() queues it.
     if (this.#sender.sendable()) { this.blocked = false; return Math.max(0, this.#sender.credit - this.#unwritten()); }
     // rhea raises no event when settlements free the window again: the server re-pumps
-    // blocked links on their next settlement (see server.ts 'settled').
-    if (this.#sender.credit > 0) this.blocked = true;
+    // blocked links on their next settlement (see server.ts 'settled'). Pre-settled
+    // deliveries free their slot once written, with no settlement to wait for: retry then.
+    if (this.#sender.credit > 0) {
+      this.blocked = true;
+      const head = this.#sender.session?.outgoing?.deliveries?.get_head?.();
+      if (head?.settled && head.remote_settled && !this.#retry && this.onUnblocked) {
+        this.#retry = setTimeout(() => { this.#retry = undefined; this.onUnblocked?.(); }, 1);
+      }
+    }
     return 0;
   }
 

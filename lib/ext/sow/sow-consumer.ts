@@ -257,6 +257,7 @@ export class SowConsumer implements Consumer {
   }
 
   async #fetchSnapshot(): Promise<void> {
+    if (this.#histStream) return this.#fetchHistory();
     if (this.#fetching || this.#rowsDone || !this.#snapshotCursor) return;
     this.#fetching = true;
     try {
@@ -272,8 +273,8 @@ export class SowConsumer implements Consumer {
   }
 
   async #releaseSnapshot(): Promise<void> {
-    const c = this.#snapshotCursor, h = this.#snapshotHandle;
-    this.#snapshotCursor = undefined; this.#snapshotHandle = undefined;
+    const c = this.#snapshotCursor ?? this.#histStream?.cursor, h = this.#snapshotHandle;
+    this.#snapshotCursor = undefined; this.#snapshotHandle = undefined; this.#histStream = undefined;
     try { await c?.close(); } catch { /* closed */ }
     try { await h?.close(); } catch { /* closed */ }
   }
@@ -336,10 +337,46 @@ export class SowConsumer implements Consumer {
   }
 
   /** Historical snapshot at SCN S: per key the newest retained version with SCN <= S, unless a tombstone. */
+  /** Streaming state of a historical query without order_by: one ordered pass over history. */
+  #histStream?: { cursor: Cursor; S: number; curKey?: string; best?: Row; bestDeleted: boolean };
+
+  /** Next chunk of a streamed historical query: complete key groups become rows. */
+  async #fetchHistory(): Promise<void> {
+    const h = this.#histStream!;
+    if (this.#fetching || this.#rowsDone) return;
+    this.#fetching = true;
+    try {
+      const batch = await h.cursor.next(1000);
+      const close = () => { if (h.curKey !== undefined && h.best && !h.bestDeleted) this.#rows.push(h.best); };
+      if (batch.length === 0) {
+        close();
+        this.#rowsDone = true;
+        this.#histStream = undefined;
+        await h.cursor.close();
+      }
+      for (const [k, v] of batch) {
+        const { key, scn } = parseHistKey(k);
+        if (key !== h.curKey) { close(); h.curKey = key; h.best = undefined; h.bestDeleted = false; }
+        if (scn > h.S) continue;
+        const { meta, message } = decodeEvent(v);
+        h.best = { key, scn, ts: meta.ts, bytes: message };
+        h.bestDeleted = meta.op === 'delete';
+      }
+    } finally { this.#fetching = false; }
+    this.pump();
+  }
+
   async #historical(S: number): Promise<void> {
     const q = this.#s.queue;
     const prefix = queuePrefix(HIST, q.id);
     const cursor = q.ctx.store.cursor({ gte: prefix, lt: prefixEnd(prefix) });
+    if (!this.#plan.options.order_by && !this.#paging) {
+      // Streams: filter, skip_n and top_n apply per row as it is sent (bounded memory).
+      this.#histStream = { cursor, S, bestDeleted: false };
+      this.#groupEndScn = Math.max(0, S);
+      this.pump();
+      return;
+    }
     const out: Row[] = [];
     let curKey: string | undefined, best: Row | undefined, bestDeleted = false;
     const close = () => { if (curKey !== undefined && best && !bestDeleted) out.push(best); };

@@ -210,13 +210,13 @@ export async function loadSowDataset(t: Target, queue: string, keys: number, ver
 
 export interface QueryResult { records: number; seconds: number; rate: number; group_end_scn: number; first_record_ms: number }
 
-/** `sow` command (optionally at a bookmark): records until group_end. */
-export async function sowQuery(t: Target, queue: string, window: number, progress: Progress, bookmark?: string, expect?: number, timeoutMs = 120000): Promise<QueryResult> {
+/** `sow` command (optionally at a bookmark): records until group_end. Pre-settled by default: a query browses, so there is nothing to acknowledge. */
+export async function sowQuery(t: Target, queue: string, window: number, progress: Progress, bookmark?: string, expect?: number, timeoutMs = 120000, presettled = true): Promise<QueryResult> {
   const c = await connect(t.url);
   try {
     progress.begin(bookmark ? `historical ${t.side}` : `sow query ${t.side}`, expect ?? 1);
     const t0 = performance.now();
-    const rcv = c.connection.open_receiver({ source: { address: queue, filter: tmFilters({ command: 'sow', ...(bookmark ? { bookmark } : {}) }) }, credit_window: window, autoaccept: true });
+    const rcv = c.connection.open_receiver({ source: { address: queue, filter: tmFilters({ command: 'sow', ...(bookmark ? { bookmark } : {}) }) }, credit_window: window, autoaccept: true, ...(presettled ? { snd_settle_mode: 1 } : {}) });
     const g = await readGroup(rcv, { onRecord: (n) => progress.update(n), timeoutMs });
     const seconds = (performance.now() - t0) / 1000;
     progress.end();
