@@ -226,6 +226,17 @@ export async function sowQuery(t: Target, queue: string, window: number, progres
 
 export interface SasResult { snapshot_records: number; attach_to_group_end_ms: number; attach_to_first_record_ms: number; group_end_to_first_live_ms: number; snapshot_rate: number; load_rate_target: number; load_published: number }
 
+/** Publishes updates of the dataset's keys at `loadRate` msg/s until its timer is cleared. */
+function startLoad(s: any, ds: SowDataset, size: number, loadRate: number): { timer: NodeJS.Timeout; published(): number } {
+  let published = 0;
+  const t0 = performance.now();
+  const timer = setInterval(() => {
+    const due = Math.floor(((performance.now() - t0) / 1000) * loadRate);
+    while (published < due && s.sendable()) { const i = published++; s.send(message(ds.events + i, i % ds.keys, size)); }
+  }, 2);
+  return { timer, published: () => published };
+}
+
 /**
  * sow_and_subscribe while a publisher updates the same queue at `loadRate` msg/s: the time
  * from attach to the end of the snapshot (group_end), and from there to the first live event.
@@ -235,13 +246,8 @@ export async function sowAndSubscribe(t: Target, ds: SowDataset, size: number, w
   const cr = await connect(t.url);
   let tick: NodeJS.Timeout | undefined;
   try {
-    const s = await openSender(cp, senderTarget(t, ds.queue));
-    let published = 0;
-    const t0l = performance.now();
-    tick = setInterval(() => {
-      const due = Math.floor(((performance.now() - t0l) / 1000) * loadRate);
-      while (published < due && s.sendable()) { const i = published++; s.send(message(ds.events + i, i % ds.keys, size)); }
-    }, 2);
+    const load = startLoad(await openSender(cp, senderTarget(t, ds.queue)), ds, size, loadRate);
+    tick = load.timer;
     await new Promise((res) => setTimeout(res, 1000)); // under load before attaching
     progress.begin(`sow_and_subscribe ${t.side}`, ds.keys);
     const t0 = performance.now();
@@ -255,7 +261,7 @@ export async function sowAndSubscribe(t: Target, ds: SowDataset, size: number, w
     progress.end();
     return {
       snapshot_records: g.records, attach_to_group_end_ms: tEnd - t0, attach_to_first_record_ms: g.firstRecordMs,
-      group_end_to_first_live_ms: firstLive, snapshot_rate: g.records / ((tEnd - t0) / 1000), load_rate_target: loadRate, load_published: published,
+      group_end_to_first_live_ms: firstLive, snapshot_rate: g.records / ((tEnd - t0) / 1000), load_rate_target: loadRate, load_published: load.published(),
     };
   } finally { if (tick) clearInterval(tick); progress.end(); await cr.close(); await cp.close(); }
 }
@@ -272,13 +278,8 @@ export async function bootstrap(t: Target, ds: SowDataset, size: number, window:
   const cr = await connect(t.url);
   let tick: NodeJS.Timeout | undefined;
   try {
-    const s = await openSender(cp, senderTarget(t, ds.queue));
-    let published = 0;
-    const t0l = performance.now();
-    tick = setInterval(() => {
-      const due = Math.floor(((performance.now() - t0l) / 1000) * loadRate);
-      while (published < due && s.sendable()) { const i = published++; s.send(message(ds.events + i, i % ds.keys, size)); }
-    }, 2);
+    const load = startLoad(await openSender(cp, senderTarget(t, ds.queue)), ds, size, loadRate);
+    tick = load.timer;
     progress.begin(`bootstrap ${t.side}`, ds.keys);
     const t0 = performance.now();
     const checkpoint = { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 0, prevScn: 0, windowOffset: -1 };
@@ -295,7 +296,7 @@ export async function bootstrap(t: Target, ds: SowDataset, size: number, window:
     });
     const seconds = (performance.now() - t0) / 1000;
     progress.end();
-    return { snapshot_records: res.records, catchup_events: res.events, seconds, load_rate_target: loadRate, load_published: published };
+    return { snapshot_records: res.records, catchup_events: res.events, seconds, load_rate_target: loadRate, load_published: load.published() };
   } finally { if (tick) clearInterval(tick); progress.end(); await cr.close(); await cp.close(); }
 }
 
