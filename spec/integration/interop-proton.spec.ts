@@ -77,3 +77,43 @@ describe('interop: Proton on a browse-only queue (QPID-4241)', function () {
     } finally { await c.close(); }
   });
 });
+
+describe('interop: Proton sow_and_subscribe under fire (acceptance B2)', function () {
+  this.timeout(60000);
+  const b = useBroker();
+  it('snapshot + live equals the final state; live SCNs above group_end, none twice', async function () {
+    const url = b.get().url;
+    const K = 20;
+    const q = { address: 'px.sow', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } };
+    await send(url, q, Array.from({ length: K }, (_, i) => ({ body: JSON.stringify({ id: `k${i}`, n: 0 }) })));
+    const { connect, openSender, sendAll } = await import('../support/client.js');
+    const c = await connect(url);
+    const s = await openSender(c, { address: 'px.sow' });
+    let stop = false;
+    const counters = new Array(K).fill(0);
+    const publisher = (async () => {
+      for (let round = 0; round < 100 && !stop; round++) {
+        await sendAll(s, Array.from({ length: K }, (_, i) => ({ body: JSON.stringify({ id: `k${i}`, n: ++counters[i] }) })));
+      }
+    })();
+    await new Promise((res) => setTimeout(res, 150));
+    const sub = runProton('sow_subscribe.py', ['-a', `${url}/px.sow`, '-t', '4']);
+    await new Promise((res) => setTimeout(res, 800));
+    stop = true;
+    await publisher;
+    await c.close();
+    const r = await sub;
+    expect(r.code, r.stderr).to.equal(0);
+    const msgs = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const end = msgs.findIndex((m) => m.cmd === 'group_end');
+    expect(end).to.be.greaterThan(0);
+    expect(msgs[0].cmd).to.equal('group_begin');
+    const S = msgs[end].scn;
+    const live = msgs.slice(end + 1).filter((m) => m.cmd === 'publish').map((m) => m.scn);
+    expect(live.every((x: number) => x > S)).to.equal(true);
+    expect(new Set(live).size).to.equal(live.length);
+    const state = new Map<string, number>();
+    for (const m of msgs) if (m.cmd === 'sow' || m.cmd === 'publish') state.set(m.key, JSON.parse(m.body).n);
+    expect(Object.fromEntries(state)).to.deep.equal(Object.fromEntries(counters.map((n, i) => [`k${i}`, n])));
+  });
+});
