@@ -224,7 +224,7 @@ async function drain(port: number, queue: string): Promise<Seen[]> {
   return out;
 }
 
-export interface CrashResult { rounds: number; checked: number; sowChecked: number; lost: number; duplicated: number; mismatched: number; violations: Violation[]; accepted: number; sowAccepted: number; txCommitted: number }
+export interface CrashResult { rounds: number; checked: number; sowChecked: number; lost: number; duplicated: number; mismatched: number; violations: Violation[]; accepted: number; sowAccepted: number; txCommitted: number; /** Transactions whose discharge was sent (committed or unanswered at the kill). */ txDischarged: number }
 
 export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
   const log = opts.log ?? ((l: string) => process.stdout.write(l + '\n'));
@@ -239,7 +239,7 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
   const world = new SowWorld(sowQueues);
   const sowKeys = new Map(sowPubs.map((p) => [p, Array.from({ length: opts.sowKeys ?? 4 }, (_, i) => world.keyFor(sowQueueOf.get(p)!, p, `p${p}.k${i}`))]));
   const nextSeq = new Array(opts.publishers).fill(0);
-  const result: CrashResult = { rounds: 0, checked: 0, sowChecked: 0, lost: 0, duplicated: 0, mismatched: 0, violations: [], accepted: 0, sowAccepted: 0, txCommitted: 0 };
+  const result: CrashResult = { rounds: 0, checked: 0, sowChecked: 0, lost: 0, duplicated: 0, mismatched: 0, violations: [], accepted: 0, sowAccepted: 0, txCommitted: 0, txDischarged: 0 };
   try {
     for (let round = 1; round <= opts.rounds; round++) {
       const broker = await startBroker(dataDir);
@@ -298,6 +298,7 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
       result.accepted += accepted.size;
       result.sowAccepted += sowAcc;
       result.txCommitted += txOk;
+      result.txDischarged += txOk + txns.filter((t) => t.status === 'discharging').length;
       result.lost += violations.filter((v) => v.kind === 'lost').length;
       result.duplicated += violations.filter((v) => v.kind === 'duplicated').length;
       result.mismatched += violations.filter((v) => v.kind !== 'lost' && v.kind !== 'duplicated').length;

