@@ -60,3 +60,33 @@ describe('durable subscriptions (wire.md 6, acceptance D3)', function () {
     expect(subs.map((s) => [s.container, s.link, s.queue, s.position])).to.deep.equal([['durable-client', 'sub-1', 'd.mgmt', 1]]);
   });
 });
+
+describe('durable subscriptions across kill -9 (issue 7)', function () {
+  this.timeout(60000);
+  it('a browse-only durable subscriber resumes after its last accepted delivery when the broker was killed', async function () {
+    const { spawnBroker, tempDir } = await import('../support/broker.js');
+    const path = await import('node:path');
+    const { rmSync } = await import('node:fs');
+    const dir = tempDir();
+    try {
+      const data = path.join(dir, 'data');
+      const b1 = await spawnBroker(['--port', '0', '--data', data]);
+      await send(b1.url, { address: 'dk.q', capabilities: ['create-on-demand'], dynamic_node_properties: { 'qpid.browse-only': true } }, Array.from({ length: 10 }, (_, i) => ({ body: i })));
+      const c = await connect(b1.url, { container_id: 'survivor' });
+      const rcv = await openReceiver(c, { address: 'dk.q', durable: 2, expiry_policy: 'never' }, { name: 'sub' });
+      const first = await collect(rcv, { count: 5, credit: 5 });
+      expect(first.map((m) => m.message.body)).to.deep.equal([0, 1, 2, 3, 4]);
+      await sleep(300); // the accepted position is written with the next group commit
+      await b1.kill('SIGKILL');
+      await c.close().catch(() => undefined);
+      const b2 = await spawnBroker(['--port', '0', '--data', data]);
+      try {
+        const c2 = await connect(b2.url, { container_id: 'survivor' });
+        const r2 = await openReceiver(c2, { address: 'dk.q', durable: 2, expiry_policy: 'never' }, { name: 'sub' });
+        const rest = await collect(r2, { idleMs: 700 });
+        expect(rest.map((m) => m.message.body)).to.deep.equal([5, 6, 7, 8, 9]);
+        await c2.close();
+      } finally { await b2.kill('SIGTERM'); }
+    } finally { rmSync(dir, { recursive: true, force: true }); }
+  });
+});
