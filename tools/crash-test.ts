@@ -29,7 +29,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { prng, openConnection } from './crash/common.js';
+import { prng, openConnection, finishWhenSettled } from './crash/common.js';
 import type { SowMsg } from './crash/common.js';
 import { SowWorld, SOW_CHECKS, ensureSowQueues, liveSubscribe, sowPublish, verifySowQueue, type SowRound, type SowOp } from './crash/sow.js';
 import { txPublish, type TxRec } from './crash/tx.js';
@@ -196,11 +196,7 @@ async function publish(port: number, pub: number, queue: string, firstSeq: numbe
     conn.on('connection_close', finish);
     sender.on('sender_error', finish);
     // Finish when everything is settled (or the broker dies).
-    const poll = setInterval(() => {
-      if (finished) { clearInterval(poll); return; }
-      const unsettled = Object.keys(sender.session?.outgoing?.deliveries?.entries ?? {}).length;
-      if ((next >= end || stop.stopped) && (unsettled === 0 || !conn.is_open())) { clearInterval(poll); finish(); }
-    }, 20);
+    finishWhenSettled(conn, sender, () => next >= end || stop.stopped, () => finished, finish);
   });
 }
 

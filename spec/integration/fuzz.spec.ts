@@ -16,23 +16,12 @@ import { spawnBroker, tempDir, type ChildBroker } from '../support/broker.js';
 import { connect, openSender, openReceiver, sendAll, collect, type Conn } from '../support/client.js';
 import * as F from '../support/amqp-frames.js';
 import { RawClient, t } from '../support/amqp-frames.js';
+import { prng } from '../../tools/crash/common.js'; // the seeded PRNG the crash test uses
 
 const N = Number(process.env.TIDEMARK_FUZZ_N ?? 300);
 const SEED = Number(process.env.TIDEMARK_FUZZ_SEED ?? 0x7de3a);
 const CONCURRENCY = 8;
 const CASE_MS = 150;
-
-/** mulberry32: small, fast, seedable. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Rand = () => number;
 const int = (r: Rand, n: number) => Math.floor(r() * n);

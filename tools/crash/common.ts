@@ -86,3 +86,15 @@ export function sameJson(a: unknown, b: unknown): boolean {
 }
 
 export const show = (v: unknown) => (v === null || v === undefined ? 'absent' : JSON.stringify(v));
+
+/**
+ * Calls `finish` once `sentAll()` holds and the sender has no unsettled delivery left, or the
+ * connection is gone (the broker was killed). Polls: rhea raises no event for "all settled".
+ */
+export function finishWhenSettled(conn: any, sender: any, sentAll: () => boolean, isFinished: () => boolean, finish: () => void): void {
+  const poll = setInterval(() => {
+    if (isFinished()) { clearInterval(poll); return; }
+    const unsettled = Object.keys(sender.session?.outgoing?.deliveries?.entries ?? {}).length;
+    if (sentAll() && (unsettled === 0 || !conn.is_open())) { clearInterval(poll); finish(); }
+  }, 20);
+}

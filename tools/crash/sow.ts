@@ -10,7 +10,7 @@
  * same publisher; the log must hold exactly the ops applied, and one publisher's applied ops
  * must be a prefix of what it sent (one link, in order).
  */
-import { r, openConnection, closeConnection, attached, tmFilters, sowMsg, sameJson, show, type SowMsg } from './common.js';
+import { r, openConnection, closeConnection, attached, tmFilters, sowMsg, sameJson, show, finishWhenSettled, type SowMsg } from './common.js';
 
 export type Obj = Record<string, unknown>;
 export type SowOpName = 'publish' | 'delta' | 'delete';
@@ -134,11 +134,7 @@ export async function sowPublish(port: number, pub: number, queue: string, keys:
     conn.on('disconnected', finish);
     conn.on('connection_close', finish);
     sender.on('sender_error', finish);
-    const poll = setInterval(() => {
-      if (finished) { clearInterval(poll); return; }
-      const unsettled = Object.keys(sender.session?.outgoing?.deliveries?.entries ?? {}).length;
-      if ((sentN >= n || stop.stopped) && (unsettled === 0 || !conn.is_open())) { clearInterval(poll); finish(); }
-    }, 20);
+    finishWhenSettled(conn, sender, () => sentN >= n || stop.stopped, () => finished, finish);
   });
 }
 
