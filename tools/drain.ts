@@ -195,7 +195,11 @@ function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
         finish(new ToolError(errorMessage(e)));
         return;
       }
+      // A pre-settled delivery (the broker's markers) must still be settled locally: rhea frees
+      // its session's incoming slots (2048) only from the oldest settled delivery on, so one
+      // unsettled marker would stall the link 2048 deliveries later.
       if (!ctx.delivery.remote_settled) ctx.delivery.accept();
+      else ctx.delivery.update(true);
       if (!cmd || !MARKERS.includes(cmd)) received++;
       if (remaining() <= 0) { finish(); return; }
       if (draining) {

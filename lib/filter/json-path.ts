@@ -18,7 +18,7 @@ export function lookupJsonPath(root: unknown, path: readonly (string | number)[]
       for (const e of v) {
         const x = lookupJsonPath(e, path.slice(i));
         if (x === undefined) continue;
-        if (Array.isArray(x) && i < path.length - 1) out.push(...x);
+        if (Array.isArray(x) && i < path.length - 1) { for (const y of x) out.push(y); }
         else out.push(x);
       }
       return out.length === 0 ? undefined : out;

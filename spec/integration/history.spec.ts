@@ -211,6 +211,45 @@ describe('history and replay (semantics.md 6, 7)', function () {
     expect(now.map(cmdOf)).to.deep.equal(['completed']);
   });
 
+  it('log.retention trims by time with several events per timestamp; timestamp bookmarks resolve exactly (sparse time index)', async function () {
+    const q = 'h.retention';
+    const scns = (ms: Received[]) => ms.filter((m) => cmdOf(m) === 'publish').map(scnOf);
+    clock.set(T0);
+    await send(tb.url, histQueue(q, { 'log.retention': '90s' }), [pub({ id: 'a', v: 1 }), pub({ id: 'b', v: 1 }), pub({ id: 'c', v: 1 })]); // 1-3 at T0
+    await at(T0 + 60 * S, q, [pub({ id: 'a', v: 2 }), pub({ id: 'b', v: 2 })]); // 4-5
+    await at(T0 + 120 * S, q, [pub({ id: 'a', v: 3 }), pub({ id: 'b', v: 3 }), pub({ id: 'c', v: 3 })]); // 6-8
+    // Before any trim: "last event at or before T" must be exact whichever event of a timestamp is indexed.
+    expect(scns(await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 60 * S - 1) }))).to.deep.equal([4, 5, 6, 7, 8]);
+    expect(scns(await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 60 * S) }))).to.deep.equal([6, 7, 8]);
+    expect(scns(await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 90 * S) }))).to.deep.equal([6, 7, 8]);
+    expect(scns(await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 120 * S) }))).to.deep.equal([]);
+    // At T0+170s the horizon is T0+80s: events 1-5 are older, 6-8 stay.
+    clock.set(T0 + 170 * S);
+    await runRetention(tb.broker);
+    expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).scn_oldest).to.equal(6);
+    expect(scns(await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '0', options: { bookmark_not_found: 'epoch' } }))).to.deep.equal([6, 7, 8]);
+    // A timestamp before the oldest retained event: bookmark_not_found decides (default now).
+    const c = await connect(tb.url);
+    try {
+      // (A timestamp is resolved after the attach, so the refusal is a detach with the error.)
+      const closed = new Promise<any>((resolve) => {
+        const rcv = c.connection.open_receiver({ source: { address: q, filter: tmFilters({ command: 'subscribe', bookmark: iso(T0 + 60 * S), options: { bookmark_not_found: 'fail' } }) } });
+        rcv.on('receiver_close', () => resolve(rcv.remote.detach?.error ?? rcv.error));
+        rcv.on('receiver_error', () => resolve(rcv.error));
+      });
+      const err = await Promise.race([closed, sleep(5000).then(() => undefined)]);
+      expect(err?.condition).to.equal('tidemark:scn-not-found');
+    } finally { await c.close(); }
+    expect((await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 60 * S) })).map(cmdOf)).to.deep.equal(['completed']);
+    // New events after the trim are indexed and found again.
+    await at(T0 + 171 * S, q, [pub({ id: 'd', v: 1 }), pub({ id: 'e', v: 1 })]); // 9-10
+    expect(scns(await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 170 * S) }))).to.deep.equal([9, 10]);
+    // Everything older than the window: the whole log goes.
+    clock.set(T0 + 400 * S);
+    await runRetention(tb.broker);
+    expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).scn_oldest).to.be.oneOf([0, 11]);
+  });
+
   it('model test: random publishes, deltas and deletes at random times; historical queries at random instants match a model (G = 0)', async function () {
     const q = 'h.model';
     let seed = 4242;

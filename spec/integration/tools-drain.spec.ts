@@ -132,6 +132,20 @@ describe('tools: drain against a broker', function () {
     expect(lines((await drain('dr.count')).stdout)).to.deep.equal(['m2', 'm3', 'm4']);
   });
 
+  it('--sow of more than 2048 records prints them all (the pre-settled group_begin is settled locally)', async function () {
+    // rhea frees a session's incoming slots (2048) only from the oldest locally settled
+    // delivery: an unsettled pre-settled marker used to stall the link after 2048 deliveries.
+    const q = { address: 'dr.big-sow', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } };
+    await send(b.get().url, q, Array.from({ length: 2500 }, (_, i) => ({ body: JSON.stringify({ id: `k${i}` }) })));
+    const t0 = Date.now();
+    const res = await drain('-p', 'json', '--sow', 'dr.big-sow');
+    expect(res.code, res.stderr).to.equal(0);
+    const cmds = jsonLines(res.stdout).map((m) => m.annotations['x-opt-tm-cmd']);
+    expect(cmds.length).to.equal(2502);
+    expect([cmds[0], cmds.at(-1)]).to.deep.equal(['group_begin', 'group_end']);
+    expect(Date.now() - t0).to.be.lessThan(4000); // not the 5 s drain fallback after a stall
+  });
+
   it('-t S waits up to S seconds for the next message', async function () {
     const d = startTool('drain', ['-b', b.get().url, '-t', '3', 'dr.wait'], T);
     await sleep(600);

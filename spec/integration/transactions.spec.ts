@@ -11,7 +11,7 @@ import { expect } from 'chai';
 import { rmSync } from 'node:fs';
 import { useBroker, spawnBroker, tempDir } from '../support/broker.js';
 import { r, connect, openSender, sendAll, openReceiver, collect, receive, send, sleep, type Conn, type Received } from '../support/client.js';
-import { sowQuery, scnOf, bodyJson } from '../support/sow-client.js';
+import { sowQuery, scnOf, bodyJson, tmFilters, checkpointOf } from '../support/sow-client.js';
 import { runProton, protonAvailable } from '../support/proton.js';
 import { Coordinator, TransactionalState } from '../../lib/core/protocol/rhea-patches.js';
 import { MAX_TRANSACTION_MESSAGES } from '../../lib/core/protocol/transactions.js';
@@ -163,6 +163,38 @@ describe('AMQP local transactions (wire.md 3, semantics.md 8)', function () {
       expect(next[0].state).to.equal('accepted');
       expect(scnOf((await sowQuery(url(), q)).records.find((m) => bodyJson(m).id === 'after')!)).to.equal(3 + n);
     } finally { await c.close(); }
+  });
+
+  it('checkpoints resume mid-window exactly, and so do the checkpoints of a mid-window resume (no event lost, none twice)', async function () {
+    const q = 'tx.sow.midwindow';
+    const c = await Controller.open(url());
+    try {
+      const s = await openSender(c.conn, sowTarget(q));
+      const id = await c.declare();
+      const outcomes = c.sendTx(s, id, ['a', 'b', 'c', 'd', 'e'].map((k) => rec(k))); // one window, SCNs 1..5
+      expect(await c.discharge(id, false)).to.deep.include({ state: 'accepted' });
+      await outcomes;
+    } finally { await c.close(); }
+    /** Reads `count` messages from a checkpoint; returns the keys and the last checkpoint (as plain numbers). */
+    const readFrom = async (cp: Record<string, unknown>, count: number) => {
+      const conn = await connect(url());
+      try {
+        const rcv = await openReceiver(conn, { address: q, filter: tmFilters({ checkpoint: cp }) });
+        const got = await collect(rcv, { count, idleMs: 700, credit: count });
+        const last = checkpointOf(got[got.length - 1]) as Record<string, unknown>;
+        const plain = Object.fromEntries(Object.entries(last).filter(([k]) => k !== 'tsNsecs').map(([k, v]) => [k, typeof v === 'bigint' ? Number(v) : v]));
+        return { keys: got.map((m) => bodyJson(m).id), cp: plain };
+      } finally { await conn.close(); }
+    };
+    const first = await readFrom({ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: -1, prevScn: -1, windowOffset: -1 }, 2);
+    expect(first.keys).to.deep.equal(['a', 'b']);
+    expect(first.cp).to.include({ windowScn: 5, prevScn: 0, windowOffset: 2 });
+    const second = await readFrom(first.cp, 1);
+    expect(second.keys).to.deep.equal(['c']);
+    expect(second.cp).to.include({ windowScn: 5, prevScn: 0, windowOffset: 3 });
+    const third = await readFrom(second.cp, 2);
+    expect(third.keys).to.deep.equal(['d', 'e']);
+    expect(third.cp).to.include({ windowScn: 5, prevScn: 5, windowOffset: -1 });
   });
 
   it('rollback leaves no trace: no message, no SCN used; transfers are settled rejected', async function () {

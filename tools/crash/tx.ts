@@ -24,14 +24,14 @@ export interface TxRec {
 }
 
 /** An amqp-value section holding a described declare (0x31) or discharge (0x32) list. */
-function controlBody(code: number, fields: unknown[]): Buffer {
+export function controlBody(code: number, fields: unknown[]): Buffer {
   const w = new T.Writer();
   w.write(T.described_nc(T.wrap_ulong(code), T.wrap_list(fields)));
   return Buffer.concat([Buffer.from([0x00, 0x53, 0x77]), w.toBuffer()]);
 }
 
 /** Resolves with the settled delivery, or undefined if the connection dies first. */
-function settled(link: any, conn: any, d: any): Promise<any> {
+export function settled(link: any, conn: any, d: any): Promise<any> {
   return new Promise((resolve) => {
     if (d.remote_settled) { resolve(d); return; }
     const on = (ctx: any) => { if (ctx.delivery === d) { cleanup(); resolve(d); } };
@@ -42,7 +42,7 @@ function settled(link: any, conn: any, d: any): Promise<any> {
   });
 }
 
-function sendable(sender: any, conn: any): Promise<boolean> {
+export function sendable(sender: any, conn: any): Promise<boolean> {
   return new Promise((resolve) => {
     if (sender.sendable()) { resolve(true); return; }
     const ok = () => { cleanup(); resolve(true); };

@@ -1,6 +1,11 @@
 /**
- * A log row value: small JSON metadata followed by the original message bytes.
- * [u8 version=1][u32 BE meta length][meta JSON utf8][message bytes]
+ * A log (and SOW/history) row value: event metadata followed by the original message bytes.
+ *
+ * Version 2 (written now), binary so the publish path does no JSON work per row:
+ *   [u8 2][u8 flags][f64 BE ts][f64 BE w]? [f64 BE exp]? [u32 BE key length][key utf8]? [message bytes]
+ *   flags: bits 0-1 op (0 absent, 1 publish, 2 delta, 3 delete), bit 2 key, bit 3 exp,
+ *   bit 4 w, bit 5 expired. Optional fields appear in that order when their bit is set.
+ * Version 1 (still read): [u8 1][u32 BE meta length][meta JSON utf8][message bytes].
  */
 export interface EventMeta {
   /** Broker receive time, ms since epoch. */
@@ -13,19 +18,56 @@ export interface EventMeta {
   exp?: number;
   /** Last SCN of the window (transaction) this event belongs to; absent = a window of one. */
   w?: number;
+  /** A delete that is a TTL expiry (SOW). */
+  expired?: boolean;
+}
+
+const OPS = [undefined, 'publish', 'delta', 'delete'] as const;
+const F_KEY = 4, F_EXP = 8, F_W = 16, F_EXPIRED = 32;
+
+function opCode(op: string | undefined): number {
+  switch (op) {
+    case undefined: return 0;
+    case 'publish': return 1;
+    case 'delta': return 2;
+    case 'delete': return 3;
+    default: throw new Error(`event record: unknown op ${JSON.stringify(op)}`);
+  }
 }
 
 export function encodeEvent(meta: EventMeta, message: Buffer): Buffer {
-  const m = Buffer.from(JSON.stringify(meta), 'utf8');
-  const out = Buffer.allocUnsafe(5 + m.length + message.length);
-  out[0] = 1;
-  out.writeUInt32BE(m.length, 1);
-  m.copy(out, 5);
-  message.copy(out, 5 + m.length);
+  let flags = opCode(meta.op);
+  let size = 10;
+  if (meta.w !== undefined) { flags |= F_W; size += 8; }
+  if (meta.exp !== undefined) { flags |= F_EXP; size += 8; }
+  let keyLen = 0;
+  if (meta.key !== undefined) { flags |= F_KEY; keyLen = Buffer.byteLength(meta.key, 'utf8'); size += 4 + keyLen; }
+  if (meta.expired) flags |= F_EXPIRED;
+  const out = Buffer.allocUnsafe(size + message.length);
+  out[0] = 2;
+  out[1] = flags;
+  out.writeDoubleBE(meta.ts, 2);
+  let pos = 10;
+  if (meta.w !== undefined) { out.writeDoubleBE(meta.w, pos); pos += 8; }
+  if (meta.exp !== undefined) { out.writeDoubleBE(meta.exp, pos); pos += 8; }
+  if (meta.key !== undefined) { out.writeUInt32BE(keyLen, pos); out.write(meta.key, pos + 4, 'utf8'); pos += 4 + keyLen; }
+  message.copy(out, pos);
   return out;
 }
 
 export function decodeEvent(value: Buffer): { meta: EventMeta; message: Buffer } {
+  if (value[0] === 2) {
+    const flags = value[1];
+    const meta: EventMeta = { ts: value.readDoubleBE(2) };
+    const op = OPS[flags & 3];
+    if (op !== undefined) meta.op = op;
+    let pos = 10;
+    if (flags & F_W) { meta.w = value.readDoubleBE(pos); pos += 8; }
+    if (flags & F_EXP) { meta.exp = value.readDoubleBE(pos); pos += 8; }
+    if (flags & F_KEY) { const n = value.readUInt32BE(pos); meta.key = value.toString('utf8', pos + 4, pos + 4 + n); pos += 4 + n; }
+    if (flags & F_EXPIRED) meta.expired = true;
+    return { meta, message: value.subarray(pos) };
+  }
   if (value[0] !== 1) throw new Error(`unknown event record version ${value[0]}`);
   const len = value.readUInt32BE(1);
   const meta = JSON.parse(value.toString('utf8', 5, 5 + len)) as EventMeta;

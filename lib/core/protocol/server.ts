@@ -20,6 +20,7 @@ import type { Queue } from '../queue/queue.js';
 import type { ConsumerRequest, ParsedFilter } from '../extensions.js';
 import { logger } from '../log.js';
 import { applyRheaPatches } from './rhea-patches.js';
+import { tuneRhea } from './rhea-tuning.js';
 import { Transactions } from './transactions.js';
 
 const require = createRequire(import.meta.url);
@@ -131,6 +132,7 @@ export class AmqpServer {
   constructor(backend: ProtocolBackend) {
     this.#backend = backend;
     applyRheaPatches();
+    tuneRhea();
     guardArrayDecoding();
     installRawCapture();
     this.#anonContainer = this.#makeContainer(true);
@@ -179,6 +181,10 @@ export class AmqpServer {
   #accept(socket: net.Socket): void {
     const cfg = this.#backend.config;
     socket.on('error', () => { /* reported through the connection */ });
+    // Nagle's algorithm holds a small frame (a disposition, a flow) until the previous one is
+    // ACKed; with the peer's delayed ACK that is a ~40 ms stall per round trip. AMQP brokers
+    // (RabbitMQ, Qpid) all set TCP_NODELAY.
+    socket.setNoDelay(true);
     if (this.#connections.size >= cfg.limits.maxConnections) {
       log.warn('connection refused: max connections reached', { remote: socket.remoteAddress });
       socket.destroy();
@@ -301,8 +307,16 @@ export class AmqpServer {
     }
     // 4. A failed SASL outcome ends the connection [AMQP 5.3.2]: no retries on one socket.
     const output = conn.output;
+    let corked = false;
     conn.output = function () {
       if (h.failed) return;
+      // rhea writes every frame with its own socket.write, one syscall each. Corked until the
+      // end of the tick, a burst of transfers or dispositions leaves as one writev.
+      if (!corked) {
+        corked = true;
+        socket.cork();
+        process.nextTick(() => { corked = false; socket.uncork(); });
+      }
       output.call(conn);
       const srv = conn.sasl_transport?.transports?.[3] ?? conn.sasl_transport;
       if (srv?.outcome !== undefined && srv.outcome !== 0 && !h.failed) {
@@ -547,7 +561,6 @@ export class AmqpServer {
     }
     const msg: InboundMessage = { bytes, message: ctx.message, receivedAt: Date.now(), attrs: {} };
     let q = st.queue;
-    const address: string | undefined = receiver.local.attach?.target?.value?.[0] ?? receiver.remote.attach?.target?.address;
     if (!q) {
       const to: string | undefined = ctx.message.to ?? (receiver.remote.attach?.target?.address ?? undefined);
       const service = to ? this.#backend.serviceAddress(to) : undefined;
@@ -556,7 +569,6 @@ export class AmqpServer {
       try { q = this.#backend.resolveNode(to, { createOnDemand: false, properties: {}, role: 'receiver', user: this.#user(ctx) }); }
       catch (err) { settle(err instanceof TidemarkError ? err : new TidemarkError(Conditions.internal, String(err))); return; }
     }
-    void address;
     // transactions: a transactional transfer [AMQP 4.4.1] is buffered in its transaction and
     // stored and settled at discharge (or rejected now); its credit comes back at once.
     if (this.#tx.transactional(delivery)) { this.#tx.enlist(delivery, q, msg); st.outstanding--; st.outstandingBytes = (st.outstandingBytes ?? 0) - size; this.#topUp(receiver, st); return; }

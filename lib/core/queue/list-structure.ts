@@ -4,7 +4,7 @@
  * acquiring consumers compete, browsing consumers walk with cursors. Limit and LVQ policies
  * are admission policies contributed by extensions.
  */
-import { CoreTables, scnKey, queuePrefix, prefixEnd } from '../storage/keyspace.js';
+import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn, writeU64 } from '../storage/keyspace.js';
 import type { BatchOp } from '../storage/store.js';
 import { encodeEvent, decodeEvent } from '../engine/event-record.js';
 import { rewriteMessage, decodeMessage } from '../../codec/message-bytes.js';
@@ -93,7 +93,7 @@ export class ListStructure implements QueueStructure {
 
   #headOp(): BatchOp {
     const v = Buffer.allocUnsafe(8);
-    v.writeBigUInt64BE(BigInt(this.queue.headScn + 1));
+    writeU64(v, this.queue.headScn + 1, 0);
     return { type: 'put', key: queuePrefix(CoreTables.head, this.queue.id), value: v };
   }
 
@@ -109,7 +109,7 @@ export class ListStructure implements QueueStructure {
         const rows = await cursor.next(1000);
         if (rows.length === 0) break;
         for (const [k, v] of rows) {
-          const scn = Number(k.readBigUInt64BE(5));
+          const scn = readScn(k, 5);
           max = Math.max(max, scn);
           const { meta, message } = decodeEvent(v);
           if (meta.exp !== undefined && meta.exp <= now) { expired.push({ type: 'del', key: k }); continue; }
@@ -122,7 +122,7 @@ export class ListStructure implements QueueStructure {
       }
     } finally { await cursor.close(); }
     const head = await q.ctx.store.get(queuePrefix(CoreTables.head, q.id));
-    if (head) max = Math.max(max, Number(head.readBigUInt64BE(0)) - 1);
+    if (head) max = Math.max(max, readScn(head, 0) - 1);
     if (expired.length) q.ctx.committer.addQuiet(expired);
     return max;
   }

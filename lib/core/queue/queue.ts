@@ -77,6 +77,8 @@ export interface QueueDefinition {
   temporary?: boolean;
 }
 
+const NO_OPS: BatchOp[] = [];
+
 export class Queue {
   readonly def: QueueDefinition;
   readonly ctx: EngineContext;
@@ -136,14 +138,25 @@ export class Queue {
     };
   }
 
-  /** Stores one message; `done` runs once it is durable (or with the reason it is not). */
+  /**
+   * Stores one message; `done` runs once it is durable (or with the reason it is not).
+   * A window of one, without prepareWindow's arrays: this is the path of every plain publish.
+   */
   publish(msg: InboundMessage, done: (err?: TidemarkError) => void): void {
-    let w;
-    try { w = this.prepareWindow([msg]); }
-    catch (e) { this.counters.rejected++; done(asTidemark(e)); return; }
-    this.ctx.committer.add(w.ops, (err) => {
-      if (err) { w.failed(); done(new TidemarkError(Conditions.internal, `storage write failed for ${this.name}: ${err.message}`, { cause: err })); return; }
-      w.committed();
+    if (this.#deleted) { this.counters.rejected++; done(new TidemarkError(Conditions.notFound, `queue ${this.name} was deleted`)); return; }
+    const scn = this.headScn + 1;
+    let p: PreparedEvent;
+    try {
+      for (const h of this.inboundHooks) h(msg);
+      p = this.structure.prepare(msg, scn, undefined);
+    } catch (e) { this.counters.rejected++; done(asTidemark(e)); return; }
+    this.headScn = scn;
+    const ops = this.durable || this.structure.needsStorage ? p.ops : NO_OPS;
+    this.ctx.committer.add(ops, (err) => {
+      if (err) { p.failed(); done(new TidemarkError(Conditions.internal, `storage write failed for ${this.name}: ${err.message}`, { cause: err })); return; }
+      this.committedScn = scn;
+      this.counters.published++;
+      p.committed();
       done();
     });
   }

@@ -25,12 +25,21 @@ export function registerTable(name: string, tag: number): number {
   return tag;
 }
 
+/**
+ * Writes a non-negative integer (≤ 2^53) as 8 bytes big-endian. Two 32-bit writes: a BigInt
+ * per key was one of the larger per-message allocations on the publish path.
+ */
+export function writeU64(b: Buffer, n: number, offset: number): void {
+  b.writeUInt32BE(Math.floor(n / 0x100000000), offset);
+  b.writeUInt32BE(n >>> 0, offset + 4);
+}
+
 export function scnBytes(scn: number): Buffer {
   const b = Buffer.allocUnsafe(8);
-  b.writeBigUInt64BE(BigInt(scn));
+  writeU64(b, scn, 0);
   return b;
 }
-export function readScn(b: Buffer, offset: number): number { return Number(b.readBigUInt64BE(offset)); }
+export function readScn(b: Buffer, offset: number): number { return b.readUInt32BE(offset) * 0x100000000 + b.readUInt32BE(offset + 4); }
 
 /** [tag][qid] prefix. */
 export function queuePrefix(tag: number, qid: number): Buffer {
@@ -45,7 +54,7 @@ export function scnKey(tag: number, qid: number, scn: number): Buffer {
   const b = Buffer.allocUnsafe(13);
   b[0] = tag;
   b.writeUInt32BE(qid, 1);
-  b.writeBigUInt64BE(BigInt(scn), 5);
+  writeU64(b, scn, 5);
   return b;
 }
 

@@ -87,6 +87,18 @@ export class Store {
     };
   }
 
+  /** Streams a range in chunks: bounded memory whatever its size (recovery of large tables). */
+  async *rows(opts: RangeOptions, chunk = 1000): AsyncGenerator<[Buffer, Buffer]> {
+    const c = this.cursor(opts);
+    try {
+      for (;;) {
+        const rows = await c.next(chunk);
+        if (rows.length === 0) return;
+        for (const row of rows) yield row;
+      }
+    } finally { await c.close(); }
+  }
+
   /** Reads a whole range (use only for small ranges: recovery of meta rows and the like). */
   async all(opts: RangeOptions): Promise<Array<[Buffer, Buffer]>> {
     const c = this.cursor(opts);
@@ -95,7 +107,7 @@ export class Store {
       for (;;) {
         const rows = await c.next(1000);
         if (rows.length === 0) break;
-        out.push(...rows);
+        for (const row of rows) out.push(row);
       }
     } finally { await c.close(); }
     return out;

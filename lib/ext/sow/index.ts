@@ -17,7 +17,7 @@ import { toStr, toDurationMs, toInt } from '../../address/index.js';
 import { compileFilter } from '../../filter/index.js';
 import { MessageEnv } from '../../core/queue/filter-env.js';
 import { decodeMessage } from '../../codec/message-bytes.js';
-import { queuePrefix } from '../../core/storage/keyspace.js';
+import { queuePrefix, prefixEnd, readScn } from '../../core/storage/keyspace.js';
 import { SowStructure } from './sow-structure.js';
 import { SowConsumer, type SowPlan } from './sow-consumer.js';
 import { parseKeySpec } from './sow-key.js';
@@ -39,10 +39,19 @@ export const CHECKPOINT = 'tidemark:checkpoint:map';
 
 const duration = (name: string) => (v: unknown) => toDurationMs(name, v);
 
-/** SCN of the last event at or before `ms` (0 when none), from the time index. */
+/**
+ * SCN of the last event at or before `ms` (0 when no retained event is that old), from the
+ * time index. The index is sparse (a row for the first event of each new timestamp, see
+ * SowStructure.prepare), so the answer is the event before the first indexed one that is
+ * newer than `ms`, or the newest committed event when none is.
+ */
 async function scnAtTime(q: Queue, ms: number): Promise<number> {
-  const rows = await q.ctx.store.all({ gte: queuePrefix(TIME, q.id), lt: timeKey(q.id, ms + 1, 0), reverse: true, limit: 1, keysOnly: true });
-  return rows.length ? Number(rows[0][0].readBigUInt64BE(13)) : 0;
+  const store = q.ctx.store;
+  const prefix = queuePrefix(TIME, q.id);
+  const atOrBefore = await store.all({ gte: prefix, lt: timeKey(q.id, ms + 1, 0), reverse: true, limit: 1, keysOnly: true });
+  if (atOrBefore.length === 0) return 0;
+  const after = await store.all({ gte: timeKey(q.id, ms + 1, 0), lt: prefixEnd(prefix), limit: 1, keysOnly: true });
+  return after.length ? readScn(after[0][0], 13) - 1 : q.committedScn;
 }
 
 const durablesByBroker = new WeakMap<BrokerContext, DurableSubscriptions>();
@@ -96,7 +105,11 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
     if (cp.windowScn === 0 && canBootstrap) return fresh();
     const pos = cp.windowOffset === -1 ? cp.windowScn : Math.max(0, cp.prevScn);
     if (fellOff(pos)) return fresh();
-    return { tracker: new WindowTracker({ prevScn: pos, windowScn: cp.windowScn, windowOffset: cp.windowOffset }), skip: cp.windowOffset === -1 ? 0 : cp.windowOffset, position: pos };
+    // Mid-window: replay the window from its start and skip the `windowOffset` events already
+    // consumed. The tracker starts before the window and counts the skipped events as they
+    // pass (starting it at windowOffset counted them twice: the next checkpoints were ahead,
+    // and a resume from one of them lost events).
+    return { tracker: new WindowTracker({ prevScn: pos }), skip: cp.windowOffset === -1 ? 0 : cp.windowOffset, position: pos };
   }
 
   function plan(q: Queue, req: ConsumerRequest): { command: Command | 'default'; bookmark?: Bookmark; options: CommandOptions } {
@@ -304,7 +317,7 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
         if (!(q.structure instanceof SowStructure)) throw new TidemarkError(Conditions.notFound, `queue ${req.name} is not a SOW queue`);
         const text = req.body?.filter;
         const keys: string[] = [];
-        if (text === undefined || text === null || text === '') keys.push(...q.structure.records.keys());
+        if (text === undefined || text === null || text === '') for (const k of q.structure.records.keys()) keys.push(k);
         else {
           let f;
           try { f = compileFilter(String(text), 'content'); } catch (e) { throw new TidemarkError(Conditions.invalidField, `filter: ${(e as Error).message}`); }

@@ -10,7 +10,7 @@ import type { InboundMessage } from '../../core/queue/inbound.js';
 import type { BatchOp } from '../../core/storage/store.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
 import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
-import { CoreTables, scnKey, queuePrefix, prefixEnd } from '../../core/storage/keyspace.js';
+import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn } from '../../core/storage/keyspace.js';
 import { encodeEvent, decodeEvent, type EventMeta } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { jsonBody } from '../../codec/json-body.js';
@@ -21,6 +21,7 @@ import { logger } from '../../core/log.js';
 import { amqpMessage } from '../../codec/amqp.js';
 
 const log = logger('sow');
+const EMPTY = Buffer.alloc(0);
 
 export type SowOp = 'publish' | 'delta' | 'delete';
 
@@ -147,7 +148,11 @@ export class SowStructure implements QueueStructure {
     const meta: SowMeta = { ts, op, key, w: windowEnd };
     if (expiring) meta.expired = true;
     ops.push({ type: 'put', key: scnKey(CoreTables.log, q.id, scn), value: encodeEvent(meta, bytes) });
-    ops.push({ type: 'put', key: timeKey(q.id, ts, scn), value: Buffer.alloc(0) });
+    // The time index is sparse: a row for the first event of each new timestamp (events are
+    // in SCN order and timestamps only move forward in it), which answers "last event at or
+    // before T" exactly (index.ts scnAtTime) at a fraction of the rows under load.
+    const indexed = ts > this.#lastIndexedTs;
+    if (indexed) { ops.push({ type: 'put', key: timeKey(q.id, ts, scn), value: EMPTY }); this.#lastIndexedTs = ts; }
     let histAdded = 0;
     let lastKeptTs = prev?.lastKeptTs;
     /** History rows that become purgeable once `ts` is older than the window. */
@@ -198,9 +203,15 @@ export class SowStructure implements QueueStructure {
         if (this.ring.length > RING_CAPACITY + RING_CHUNK) this.#trimRing(this.ring.length - RING_CAPACITY);
         for (const s of this.#subscribers) s.wake();
       },
-      failed: () => this.#settle(key, pend, 'failed'),
+      failed: () => {
+        this.#settle(key, pend, 'failed');
+        if (indexed) this.#lastIndexedTs = -1; // its index row was not written: index the next event
+      },
     };
   }
+
+  /** Timestamp of the newest time-index row written (see prepare). */
+  #lastIndexedTs = -1;
 
   /**
    * Changes to a key's record prepared but not yet durable, oldest first. Restoring just
@@ -265,7 +276,7 @@ export class SowStructure implements QueueStructure {
     // Current records.
     const sp = queuePrefix(SOW, q.id);
     let max = 0;
-    for (const [k, v] of await store.all({ gte: sp, lt: prefixEnd(sp) })) {
+    for await (const [k, v] of store.rows({ gte: sp, lt: prefixEnd(sp) })) {
       const { meta, message } = decodeEvent(v);
       const scn = meta.w ?? 0;
       const key = sowKeyOf(k);
@@ -278,11 +289,11 @@ export class SowStructure implements QueueStructure {
     // Log bounds, and the last events into the ring.
     const lp = queuePrefix(CoreTables.log, q.id);
     const first = await store.all({ gte: lp, lt: prefixEnd(lp), limit: 1, keysOnly: true });
-    if (first.length) this.oldestLogScn = Number(first[0][0].readBigUInt64BE(5));
+    if (first.length) this.oldestLogScn = readScn(first[0][0], 5);
     const last = await store.all({ gte: lp, lt: prefixEnd(lp), limit: RING_CAPACITY, reverse: true });
     for (let i = last.length - 1; i >= 0; i--) {
       const [k, v] = last[i];
-      const scn = Number(k.readBigUInt64BE(5));
+      const scn = readScn(k, 5);
       const { meta, message } = decodeEvent(v);
       this.ring.push(eventFromLog(scn, meta, message));
       max = Math.max(max, scn);
@@ -296,7 +307,7 @@ export class SowStructure implements QueueStructure {
       let prevKey = '', prevTs: number | undefined, lastKept: number | undefined;
       let prevRow: { key: string; scn: number; ts: number; tomb: boolean } | undefined;
       const entries: PurgeEntry[] = [];
-      for (const [k, v] of await store.all({ gte: hp, lt: prefixEnd(hp) })) {
+      for await (const [k, v] of store.rows({ gte: hp, lt: prefixEnd(hp) })) {
         const { key, scn } = parseHistKey(k);
         const { meta } = decodeEvent(v);
         if (prevRow && prevRow.key === key) entries.push({ ts: meta.ts, key, scn: prevRow.scn });
@@ -313,10 +324,10 @@ export class SowStructure implements QueueStructure {
       if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
       if (prevRow?.tomb) entries.push({ ts: prevRow.ts, key: prevRow.key, scn: prevRow.scn, tomb: true });
       entries.sort((a, b) => a.ts - b.ts);
-      this.#purgeQueue.push(...entries);
+      for (const e of entries) this.#purgeQueue.push(e); // (a spread of 1M entries overflows the stack)
     }
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
-    if (head) max = Math.max(max, Number(head.readBigUInt64BE(0)) - 1);
+    if (head) max = Math.max(max, readScn(head, 0) - 1);
     return max;
   }
 
@@ -463,13 +474,21 @@ export class SowStructure implements QueueStructure {
     const q = this.queue;
     const store = q.ctx.store;
     const s = this.settings;
+    // Read before the index queries: every event up to here has its index row visible to them.
+    const committed = q.committedScn;
     if (s.logMaxCount !== undefined || s.logRetention !== undefined) {
       let cutoff = 0; // delete log events with scn < cutoff
       if (s.logMaxCount !== undefined) cutoff = Math.max(cutoff, q.committedScn - s.logMaxCount + 1);
       if (s.logRetention !== undefined) {
+        // Every event before the first indexed one at or after the horizon is older than it.
         const tp = queuePrefix(TIME, q.id);
-        const old = await store.all({ gte: tp, lt: timeKey(q.id, now - s.logRetention, 0), reverse: true, limit: 1, keysOnly: true });
-        if (old.length) cutoff = Math.max(cutoff, Number(old[0][0].readBigUInt64BE(13)) + 1);
+        const horizon = now - s.logRetention;
+        const newer = await store.all({ gte: timeKey(q.id, horizon, 0), lt: prefixEnd(tp), limit: 1, keysOnly: true });
+        if (newer.length) cutoff = Math.max(cutoff, readScn(newer[0][0], 13));
+        else {
+          const older = await store.all({ gte: tp, lt: timeKey(q.id, horizon, 0), limit: 1, keysOnly: true });
+          if (older.length) cutoff = Math.max(cutoff, committed + 1);
+        }
       }
       if (cutoff > this.oldestLogScn && this.oldestLogScn > 0) {
         // Old rows are immutable, so they can go outside the commit order: two range deletes.
@@ -477,6 +496,8 @@ export class SowStructure implements QueueStructure {
         const cutTs = last ? decodeEvent(last).meta.ts : now;
         await store.clearRange(queuePrefix(CoreTables.log, q.id), scnKey(CoreTables.log, q.id, cutoff));
         await store.clearRange(queuePrefix(TIME, q.id), timeKey(q.id, cutTs, cutoff));
+        // The oldest retained event gets an index row of its own (its bucket's row may be gone).
+        if (last) await store.batch([{ type: 'put', key: timeKey(q.id, cutTs, cutoff), value: EMPTY }], false);
         this.logCount = Math.max(0, this.logCount - (cutoff - this.oldestLogScn));
         this.oldestLogScn = cutoff;
         const i = this.ring.findIndex((e) => e.scn >= cutoff);

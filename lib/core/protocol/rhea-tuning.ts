@@ -1,0 +1,37 @@
+/**
+ * Run-time performance tuning of rhea 3.0.5 (not bug fixes: those are rhea-patches.ts).
+ * Both were found by profiling the publish and consume paths (docs/performance.md).
+ *
+ * 1. Quiet logging. rhea logs through `debug` channels (rhea:frames, rhea:events, …) on
+ *    every frame and event. A disabled `debug` logger still gathers its arguments into an
+ *    array and re-checks the DEBUG namespaces on each call (~7% of the broker's allocations
+ *    when publishing). Channels disabled when the broker starts become no-ops;
+ *    `DEBUG=rhea:*` set before start keeps them all working.
+ * 2. Unzeroed encode buffers. rhea's `types.Writer` starts every frame (and every section it
+ *    encodes) in a fresh zero-filled 1 KiB `Buffer.alloc`, outside Node's buffer pool: one
+ *    ArrayBuffer per frame. Writer only hands out `slice(0, position)` of bytes it wrote
+ *    (size placeholders it skips are filled before the frame leaves), so `allocUnsafe`, which
+ *    takes small buffers from the pool, changes nothing on the wire.
+ */
+import { createRequire } from 'node:module';
+
+const TUNED = Symbol.for('tidemark.rhea-tuning');
+
+type Logger = ((...args: unknown[]) => void) & { enabled?: boolean };
+
+export function tuneRhea(): void {
+  const req = createRequire(import.meta.url);
+  const log = req('rhea/lib/log.js') as Record<string | symbol, Logger | true>;
+  if (log[TUNED]) return;
+  for (const name of Object.keys(log)) {
+    const fn = log[name] as Logger;
+    if (typeof fn === 'function' && !fn.enabled) { // (undefined until DEBUG was consulted)
+      const noop: Logger = () => {};
+      noop.enabled = false;
+      log[name] = noop;
+    }
+  }
+  const util = req('rhea/lib/util.js') as { allocate_buffer?: (size: number) => Buffer };
+  if (typeof util.allocate_buffer === 'function') util.allocate_buffer = (size: number) => Buffer.allocUnsafe(size);
+  log[TUNED] = true;
+}
