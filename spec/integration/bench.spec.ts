@@ -48,6 +48,21 @@ describe('tidemark-bench (smoke)', function () {
     }
   });
 
+  it('memory: RSS of the broker at two retained-event counts, and a clear error without its PID', async () => {
+    // The test broker runs in this process, so its PID is ours.
+    const res = await runTool('tidemark-bench', [
+      '--url', b.get().url, '--address', 'mem', '--json', '--no-progress', '--keys', '20', '--window', '200',
+      '--workloads', 'memory', '--memory-from', '100', '--memory-to', '300', '--broker-pid', String(process.pid),
+    ], { timeoutMs: 60000 });
+    expect(res.code, res.stderr).to.equal(0);
+    const m = JSON.parse(res.stdout).rounds[0].results.A.memory;
+    expect(m).to.include({ from_events: 100, to_events: 300 });
+    expect(m.rss_from_kb).to.be.greaterThan(0);
+    expect(m.growth).to.be.closeTo(m.rss_to_kb / m.rss_from_kb, 1e-9);
+    const noPid = await runTool('tidemark-bench', ['--url', b.get().url, '--address', 'mem2', '--json', '--no-progress', '--workloads', 'memory', '--memory-from', '10', '--memory-to', '20'], { timeoutMs: 30000 });
+    expect(JSON.parse(noPid.stdout).rounds[0].results.A.memory.error).to.match(/needs the PID of broker A/);
+  });
+
   it('skips the SOW workloads against a peer queue that is not a SOW queue, with the reason', async () => {
     const res = await runTool('tidemark-bench', [
       '--url', b.get().url, '--address', 'smoke-plain', '--declare', 'plain', '--json', '--no-progress',

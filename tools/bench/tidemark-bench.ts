@@ -6,7 +6,8 @@
  *     -n 100000 --size 200 --keys 1000 --window 1000 --rounds 3 [--json]
  *
  * Workloads: publish, consume, latency, sow (sow query), historical, sow-and-subscribe,
- * replay, bootstrap. With --vs each round runs the workloads on both brokers, alternating
+ * replay, bootstrap, memory (RSS at --memory-from and --memory-to retained events; needs
+ * --broker-pid; not in the default list). With --vs each round runs the workloads on both brokers, alternating
  * which goes first, and reports A/B ratios per round and their median. Workloads that need
  * Tidemark features run only where the peer says product=tidemark and the queue is a SOW
  * queue; elsewhere they are reported as skipped with the reason.
@@ -19,7 +20,9 @@ import { Progress, formatRate } from './lib/progress.js';
 import { median, round } from './lib/stats.js';
 import * as W from './lib/workloads.js';
 
-const ALL = ['publish', 'consume', 'latency', 'sow', 'historical', 'sow-and-subscribe', 'replay', 'bootstrap'] as const;
+const ALL = ['publish', 'consume', 'latency', 'sow', 'historical', 'sow-and-subscribe', 'replay', 'bootstrap', 'memory'] as const;
+/** What runs without --workloads: everything but `memory` (a million-message run). */
+const DEFAULT_WORKLOADS = ALL.filter((w) => w !== 'memory');
 type Workload = (typeof ALL)[number];
 
 /** The figure of each workload that ratios compare, and which way is better. */
@@ -32,6 +35,7 @@ const METRIC: Record<Workload, { key: string; unit: string; better: 'higher' | '
   'sow-and-subscribe': { key: 'attach_to_group_end_ms', unit: 'ms to group_end', better: 'lower' },
   replay: { key: 'rate', unit: 'events/s', better: 'higher' },
   bootstrap: { key: 'seconds', unit: 's', better: 'lower' },
+  memory: { key: 'growth', unit: 'RSS ratio', better: 'lower' },
 };
 
 const SOW_WORKLOADS: Workload[] = ['sow', 'historical', 'sow-and-subscribe', 'replay', 'bootstrap'];
@@ -53,7 +57,9 @@ main(async () => {
     .option('keys', { alias: 'k', type: 'number', default: 1000, describe: 'distinct keys the messages cycle over' })
     .option('window', { alias: 'w', type: 'number', default: 1000, describe: 'unsettled messages in flight (publish) and credit window (consume)' })
     .option('rounds', { alias: 'r', type: 'number', describe: 'rounds (default 3 with --vs, else 1)' })
-    .option('workloads', { type: 'string', default: ALL.join(','), describe: `comma list of: ${ALL.join(', ')}` })
+    .option('workloads', { type: 'string', default: DEFAULT_WORKLOADS.join(','), describe: `comma list of: ${ALL.join(', ')} (memory is not in the default)` })
+    .option('memory-from', { type: 'number', default: 100000, describe: 'memory: retained events at the first RSS reading' })
+    .option('memory-to', { type: 'number', default: 1000000, describe: 'memory: retained events at the second RSS reading' })
     .option('latency-rate', { type: 'number', default: 1000, describe: 'latency run: messages per second' })
     .option('latency-count', { type: 'number', default: 5000, describe: 'latency run: messages sent' })
     .option('sow-keys', { type: 'number', default: 10000, describe: 'SOW workloads: keys in the dataset' })
@@ -112,6 +118,10 @@ main(async () => {
         const n = typeof pub.accepted === 'number' ? (pub.accepted as number) : 0;
         out.consume = n > 0 ? await guarded(() => W.consume(t, q, n, load.window, progress) as any) : { skipped: 'nothing was published' };
       }
+    }
+    if (workloads.includes('memory')) {
+      const pid = t.side === 'A' ? argv['broker-pid'] : argv['vs-broker-pid'];
+      out.memory = await guarded(() => W.memory(t, queueFor(t, r, '-mem'), load, argv['memory-from'], argv['memory-to'], pid, progress) as any);
     }
     if (workloads.includes('latency')) out.latency = await guarded(() => W.latency(t, queueFor(t, r, '-lat'), load, argv['latency-rate'], argv['latency-count'], progress) as any);
     const sowWanted = SOW_WORKLOADS.filter((w) => workloads.includes(w));
@@ -188,13 +198,14 @@ main(async () => {
     if (Number.isFinite(s('consume')?.ratio_median)) tg.push({ target: 'consume >= 1.2x peer', value: s('consume').ratio_median, met: s('consume').ratio_median >= 1.2 });
     if (Number.isFinite(s('latency')?.ratio_median)) tg.push({ target: `p99 latency at ${argv['latency-rate']}/s <= peer (ratio <= 1)`, value: s('latency').ratio_median, met: s('latency').ratio_median <= 1 });
   }
+  if (Number.isFinite(s('memory')?.A_median)) tg.push({ target: 'memory flat (RSS within 20%)', value: s('memory').A_median, met: s('memory').A_median <= 1.2, note: `${argv['memory-from']} to ${argv['memory-to']} retained events` });
   if (Number.isFinite(s('sow')?.A_median)) tg.push({ target: 'sow query >= 150k records/s', value: s('sow').A_median, met: s('sow').A_median >= 150000, note: `${argv['sow-keys']} records` });
   if (Number.isFinite(s('historical')?.A_median)) tg.push({ target: 'historical query <= 1 s', value: s('historical').A_median, met: s('historical').A_median <= 1, note: `${argv['sow-keys']} keys x ${argv['sow-versions']} versions (target is stated for 100k x 10)` });
 
   const out = {
     tool: 'tidemark-bench',
     version: 1,
-    params: { count: load.count, size: load.size, keys: load.keys, window: load.window, rounds, workloads, latency_rate: argv['latency-rate'], latency_count: argv['latency-count'], sow_keys: argv['sow-keys'], sow_versions: argv['sow-versions'], load_rate: argv['load-rate'], durable: true },
+    params: { count: load.count, size: load.size, keys: load.keys, window: load.window, rounds, workloads, latency_rate: argv['latency-rate'], latency_count: argv['latency-count'], sow_keys: argv['sow-keys'], sow_versions: argv['sow-versions'], load_rate: argv['load-rate'], memory_from: argv['memory-from'], memory_to: argv['memory-to'], durable: true },
     targets: targets.map((t) => ({ side: t.side, url: redact(t.url), address: t.address, declare: t.declare, product: t.product, tidemark: t.tidemark })),
     rounds: roundsOut,
     summary,

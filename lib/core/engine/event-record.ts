@@ -73,3 +73,13 @@ export function decodeEvent(value: Buffer): { meta: EventMeta; message: Buffer }
   const meta = JSON.parse(value.toString('utf8', 5, 5 + len)) as EventMeta;
   return { meta, message: value.subarray(5 + len) };
 }
+
+/** The event's timestamp, read in place (scans over many rows). */
+export function eventTs(value: Buffer): number {
+  return value[0] === 2 ? value.readDoubleBE(2) : decodeEvent(value).meta.ts;
+}
+
+/** True for a `delete` event (a history tombstone), read in place. */
+export function eventIsDelete(value: Buffer): boolean {
+  return value[0] === 2 ? (value[1] & 3) === 3 : decodeEvent(value).meta.op === 'delete';
+}

@@ -346,10 +346,10 @@ export function sowExtension(opts: { retentionIntervalMs?: number } = {}): Exten
   };
 }
 
-/** Runs one retention pass now (tests, tools). */
+/** Runs one full retention pass now, the whole history swept (tests, tools). */
 export async function runRetention(b: BrokerContext): Promise<void> {
   const now = b.clock.now();
-  for (const q of b.nodes.list()) if (q.structure instanceof SowStructure) await q.structure.trim(now);
+  for (const q of b.nodes.list()) if (q.structure instanceof SowStructure) await q.structure.trim(now, true);
 }
 
 /** Expires every SOW record whose TTL has passed now (tests, tools); resolves with how many. */

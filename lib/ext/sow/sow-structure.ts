@@ -11,11 +11,11 @@ import type { BatchOp } from '../../core/storage/store.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
 import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
 import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn } from '../../core/storage/keyspace.js';
-import { encodeEvent, decodeEvent, type EventMeta } from '../../core/engine/event-record.js';
+import { encodeEvent, decodeEvent, eventTs, eventIsDelete, type EventMeta } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { jsonBody } from '../../codec/json-body.js';
 import { encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
-import { sowKey, sowKeyOf, histKey, parseHistKey, timeKey, TIME, HIST, SOW } from './tables.js';
+import { sowKey, sowKeyOf, histKey, parseHistKey, sameHistKey, timeKey, TIME, HIST, SOW } from './tables.js';
 import { extractKey, type KeySpec } from './sow-key.js';
 import { logger } from '../../core/log.js';
 import { amqpMessage } from '../../codec/amqp.js';
@@ -61,12 +61,16 @@ export interface SowSettings {
   logMaxCount?: number;
 }
 
-/** A history row and when it stopped being current (or, for a tombstone, when it was written). */
-interface PurgeEntry { ts: number; key: string; scn: number; tomb?: boolean }
+/** A hist row seen by the history sweep: the row key, and its version's time and kind. */
+interface SweptRow { k: Buffer; ts: number; tomb: boolean }
 
 /** Recent events kept in memory for subscribers (older ones are read from the log). */
 const RING_CAPACITY = 20000;
 const RING_CHUNK = 2000;
+/** History sweep pacing: at least this many rows per background tick… */
+const SWEEP_MIN_ROWS = 20000;
+/** …and enough for a full pass over the history in this many ticks (seconds). */
+const SWEEP_PASS_TICKS = 60;
 
 export class SowStructure implements QueueStructure {
   readonly kind = 'sow';
@@ -155,19 +159,16 @@ export class SowStructure implements QueueStructure {
     if (indexed) { ops.push({ type: 'put', key: timeKey(q.id, ts, scn), value: EMPTY }); this.#lastIndexedTs = ts; }
     let histAdded = 0;
     let lastKeptTs = prev?.lastKeptTs;
-    /** History rows that become purgeable once `ts` is older than the window. */
-    const purgeable: PurgeEntry[] = [];
     if (this.hasHistory) {
       // Granularity: the superseded version stays only if no copy of this key was kept in the last G.
+      // (What the window purges later is found by the history sweep, see #sweepHistory.)
       if (prev && this.settings.historyGranularity > 0) {
         const keep = lastKeptTs === undefined || prev.ts - lastKeptTs >= this.settings.historyGranularity;
-        if (keep) { lastKeptTs = prev.ts; purgeable.push({ ts, key, scn: prev.scn }); }
+        if (keep) lastKeptTs = prev.ts;
         else { ops.push({ type: 'del', key: histKey(q.id, key, prev.scn) }); histAdded--; }
       } else if (prev) {
         lastKeptTs = prev.ts;
-        purgeable.push({ ts, key, scn: prev.scn });
       }
-      if (op === 'delete') purgeable.push({ ts, key, scn, tomb: true });
       ops.push({ type: 'put', key: histKey(q.id, key, scn), value: encodeEvent({ ts, op: op === 'delete' ? 'delete' : 'publish' }, op === 'delete' ? Buffer.alloc(0) : bytes) });
       histAdded++;
     }
@@ -195,7 +196,6 @@ export class SowStructure implements QueueStructure {
         this.#settle(key, pend, 'done');
         if (expiring) q.counters.expired++;
         this.historyVersions += histAdded;
-        for (const p of purgeable) this.#purgeQueue.push(p);
         this.logCount++;
         if (this.oldestLogScn === 0) this.oldestLogScn = scn;
         this.ring.push(ev);
@@ -245,12 +245,6 @@ export class SowStructure implements QueueStructure {
     if (chain.length === 0) this.#pending.delete(key);
   }
 
-  /**
-   * History rows in the order they stop being current (supersede or delete time), so the
-   * window purge pops from the front instead of scanning the history table.
-   */
-  readonly #purgeQueue: PurgeEntry[] = [];
-  #purgeHead = 0;
 
   /** Every committed event with SCN > ringFloor is in the ring. */
   ringFloor = 0;
@@ -303,28 +297,23 @@ export class SowStructure implements QueueStructure {
     if (this.hasHistory) {
       const hp = queuePrefix(HIST, q.id);
       this.historyVersions = await countRange(store, hp);
-      // lastKeptTs per key: the newest superseded version kept.
-      let prevKey = '', prevTs: number | undefined, lastKept: number | undefined;
-      let prevRow: { key: string; scn: number; ts: number; tomb: boolean } | undefined;
-      const entries: PurgeEntry[] = [];
-      for await (const [k, v] of store.rows({ gte: hp, lt: prefixEnd(hp) })) {
-        const { key, scn } = parseHistKey(k);
-        const { meta } = decodeEvent(v);
-        if (prevRow && prevRow.key === key) entries.push({ ts: meta.ts, key, scn: prevRow.scn });
-        else if (prevRow?.tomb) entries.push({ ts: prevRow.ts, key: prevRow.key, scn: prevRow.scn, tomb: true });
-        prevRow = { key, scn, ts: meta.ts, tomb: meta.op === 'delete' };
-        if (key !== prevKey) {
-          if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
-          prevKey = key; lastKept = undefined; prevTs = undefined;
-        } else {
-          lastKept = prevTs;
+      // Granularity needs per key the newest superseded version kept (lastKeptTs); G = 0
+      // does not, and then recovery reads no history row at all.
+      if (this.settings.historyGranularity > 0) {
+        let prevKey = '', prevTs: number | undefined, lastKept: number | undefined;
+        for await (const [k, v] of store.rows({ gte: hp, lt: prefixEnd(hp) })) {
+          const { key } = parseHistKey(k);
+          const ts = eventTs(v);
+          if (key !== prevKey) {
+            if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
+            prevKey = key; lastKept = undefined;
+          } else {
+            lastKept = prevTs;
+          }
+          prevTs = ts;
         }
-        prevTs = meta.ts;
+        if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
       }
-      if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
-      if (prevRow?.tomb) entries.push({ ts: prevRow.ts, key: prevRow.key, scn: prevRow.scn, tomb: true });
-      entries.sort((a, b) => a.ts - b.ts);
-      for (const e of entries) this.#purgeQueue.push(e); // (a spread of 1M entries overflows the stack)
     }
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
     if (head) max = Math.max(max, readScn(head, 0) - 1);
@@ -470,7 +459,20 @@ export class SowStructure implements QueueStructure {
    * Cost is proportional to what is removed, never to what is kept: log bounds come from the
    * head SCN and the time index, history purges pop from a queue ordered by supersede time.
    */
-  async trim(now: number): Promise<void> {
+  /**
+   * One retention step: the log trim, then a chunk of the history sweep (`full`: a whole pass
+   * from the first row; `sweepRows` overrides the chunk size, for tests).
+   */
+  async trim(now: number, full = false, sweepRows?: number): Promise<void> {
+    // One retention pass at a time per queue (the timer does not wait for a slow one).
+    while (this.#trimming) await this.#trimming;
+    this.#trimming = this.#trim(now, full, sweepRows);
+    try { await this.#trimming; } finally { this.#trimming = undefined; }
+  }
+
+  #trimming?: Promise<void>;
+
+  async #trim(now: number, full: boolean, sweepRows: number | undefined): Promise<void> {
     const q = this.queue;
     const store = q.ctx.store;
     const s = this.settings;
@@ -505,22 +507,64 @@ export class SowStructure implements QueueStructure {
         this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
       }
     }
-    if (this.hasHistory) {
-      const horizon = now - s.historyWindow!;
-      const ops: BatchOp[] = [];
-      const pq = this.#purgeQueue;
-      while (this.#purgeHead < pq.length && pq[this.#purgeHead].ts < horizon) {
-        const e = pq[this.#purgeHead++];
-        // A tombstone goes only while its key is still deleted (a re-created key keeps it
-        // until its own supersede entry, which is the same row, comes round).
-        if (e.tomb && this.records.has(e.key) && (this.records.get(e.key)!.scn < e.scn)) continue;
-        ops.push({ type: 'del', key: histKey(q.id, e.key, e.scn) });
+    if (full) this.#sweepAt = undefined; // a full pass starts at the first row
+    if (this.hasHistory) await this.#sweepHistory(now - s.historyWindow!, full ? Infinity : sweepRows ?? Math.max(SWEEP_MIN_ROWS, Math.ceil(this.historyVersions / SWEEP_PASS_TICKS)));
+  }
+
+  /** Full passes of the history sweep completed (tests, statistics). */
+  sweepPasses = 0;
+  /** Where the history sweep resumes: after this hist row key, with that row still undecided. */
+  #sweepAt?: SweptRow;
+
+  /**
+   * The history window purge, without per-version state in memory (memory stays flat however
+   * many versions are kept): a sweep over the hist table in (key, SCN) order, `maxRows` rows
+   * per call, resuming where the last call stopped. A version stopped being current when the
+   * next version of its key was written, so it goes once that row's time is before
+   * `horizon`. A tombstone that is the last row of its key goes once it is itself older than
+   * the horizon, unless the key was re-created since the sweep's read view (the row that
+   * supersedes it is then seen by a later pass). The current version never goes. The
+   * background task calls this every second with enough rows for a full pass in about a
+   * minute; runRetention does a full pass at once.
+   */
+  async #sweepHistory(horizon: number, maxRows: number): Promise<void> {
+    const q = this.queue;
+    const hp = queuePrefix(HIST, q.id);
+    const from = this.#sweepAt;
+    const ops: BatchOp[] = [];
+    const tombGone = (row: SweptRow) => {
+      if (!row.tomb || row.ts >= horizon) return false;
+      const cur = this.records.get(parseHistKey(row.k).key);
+      return !(cur && cur.scn > parseHistKey(row.k).scn);
+    };
+    let prev = from;
+    let seen = 0;
+    let finished = false;
+    const cursor = q.ctx.store.cursor({ ...(from ? { gt: from.k } : { gte: hp }), lt: prefixEnd(hp) });
+    try {
+      for (;;) {
+        if (seen >= maxRows) break;
+        const rows = await cursor.next(Math.min(1000, maxRows - seen));
+        if (rows.length === 0) { finished = true; break; }
+        for (const [k, v] of rows) {
+          seen++;
+          const row: SweptRow = { k, ts: eventTs(v), tomb: eventIsDelete(v) };
+          if (prev) {
+            if (sameHistKey(prev.k, k)) { if (row.ts < horizon) ops.push({ type: 'del', key: prev.k }); }
+            else if (tombGone(prev)) ops.push({ type: 'del', key: prev.k });
+          }
+          prev = row;
+        }
       }
-      if (this.#purgeHead > 4096 && this.#purgeHead * 2 > pq.length) { pq.splice(0, this.#purgeHead); this.#purgeHead = 0; }
-      if (ops.length) {
-        await new Promise<void>((res) => q.ctx.committer.add(ops, () => res()));
-        this.historyVersions -= ops.length;
-      }
+    } finally { await cursor.close(); }
+    if (finished) {
+      if (prev && tombGone(prev)) ops.push({ type: 'del', key: prev.k });
+      this.#sweepAt = undefined;
+    } else this.#sweepAt = prev;
+    this.sweepPasses += finished ? 1 : 0;
+    if (ops.length) {
+      await new Promise<void>((res) => q.ctx.committer.add(ops, () => res()));
+      this.historyVersions = Math.max(0, this.historyVersions - ops.length);
     }
   }
 }

@@ -327,6 +327,27 @@ export async function replay(t: Target, queue: string, fromScn: number, count: n
   } finally { progress.end(); await c.close(); }
 }
 
+export interface MemoryResult { from_events: number; to_events: number; rss_from_kb: number; rss_to_kb: number; growth: number }
+
+/**
+ * Broker memory as retained events grow: publishes `from` events into a fresh queue, reads
+ * the broker's RSS (after a 2 s settle), publishes up to `to`, reads it again. On Tidemark a
+ * SOW queue keeps every event (log + SOW + history G = 0), so the events stay retained.
+ * Needs the broker's PID on this machine.
+ */
+export async function memory(t: Target, queue: string, load: Load, from: number, to: number, pid: number | undefined, progress: Progress): Promise<MemoryResult> {
+  if (!pid) throw new Error(`memory needs the PID of broker ${t.side} on this machine (--broker-pid / --vs-broker-pid)`);
+  const settle = () => new Promise((res) => setTimeout(res, 2000));
+  await publish(t, queue, { ...load, count: from }, progress, { label: `memory ${t.side}: first ${from}` });
+  await settle();
+  const a = await rssKb(pid);
+  await publish(t, queue, { ...load, count: to - from }, progress, { keyOffset: from, label: `memory ${t.side}: up to ${to}` });
+  await settle();
+  const b = await rssKb(pid);
+  if (a === undefined || b === undefined) throw new Error(`cannot read /proc/${pid}/status`);
+  return { from_events: from, to_events: to, rss_from_kb: a, rss_to_kb: b, growth: b / a };
+}
+
 /** Resident memory of a local process (kB), from /proc; undefined when not readable. */
 export async function rssKb(pid: number | undefined): Promise<number | undefined> {
   if (!pid) return undefined;
