@@ -284,6 +284,19 @@ describe('history and replay (semantics.md 6, 7)', function () {
       }
     }
     expect(paced.historyVersions).to.be.lessThan(before);
+    // Nothing is due until a version has been superseded for longer than the window: the
+    // background sweep does not scan meanwhile, then purges it once it is due.
+    const t2 = t + 200 * S;
+    await at(t2, qs[1], [pub({ id: 'a', v: 1000 })]);
+    const versions = paced.historyVersions;
+    const passes = paced.sweepPasses;
+    clock.set(t2 + 50 * S);
+    for (let i = 0; i < 5; i++) await paced.trim(t2 + 50 * S, false, 3);
+    expect(paced.sweepPasses, 'no pass while nothing is due').to.equal(passes);
+    clock.set(t2 + 101 * S);
+    for (let i = 0; i < 200 && paced.sweepPasses === passes; i++) await paced.trim(t2 + 101 * S, false, 3);
+    expect(paced.sweepPasses).to.equal(passes + 1);
+    expect(paced.historyVersions).to.equal(versions - 1);
   });
 
   it('model test: random publishes, deltas and deletes at random times; historical queries at random instants match a model (G = 0)', async function () {

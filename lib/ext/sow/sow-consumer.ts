@@ -55,6 +55,9 @@ export interface CheckpointPlan {
 
 interface Row { key: string; scn: number; ts: number; bytes: Buffer }
 
+/** Log events read per replay fetch (bounded memory per link: ~LOG_CHUNK messages). */
+const LOG_CHUNK = 1000;
+
 /** The key group a historical scan is in: its first row key, and its best row so far (raw). */
 interface HistGroup { keyRow?: Buffer; bestKey?: Buffer; bestValue?: Buffer }
 
@@ -517,7 +520,10 @@ export class SowConsumer implements Consumer {
     this.#fetching = true;
     try {
       const q = this.#s.queue;
-      const rows = await q.ctx.store.all({ gte: scnKey(CoreTables.log, q.id, this.#position + 1), lt: scnKey(CoreTables.log, q.id, q.committedScn + 1), limit: 256 });
+      // One read of up to LOG_CHUNK events per call: replay is a sequence of these.
+      const cursor = q.ctx.store.cursor({ gte: scnKey(CoreTables.log, q.id, this.#position + 1), lt: scnKey(CoreTables.log, q.id, q.committedScn + 1), limit: LOG_CHUNK });
+      let rows: Array<[Buffer, Buffer]>;
+      try { rows = await cursor.next(LOG_CHUNK); } finally { await cursor.close(); }
       for (const [k, v] of rows) {
         const { meta, message } = decodeEvent(v);
         this.#logRows.push(eventFromLog(readScn(k, 5), meta, message));

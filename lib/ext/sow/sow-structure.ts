@@ -196,6 +196,8 @@ export class SowStructure implements QueueStructure {
         this.#settle(key, pend, 'done');
         if (expiring) q.counters.expired++;
         this.historyVersions += histAdded;
+        // A version stopped being current (or a tombstone was written) at ts: the sweep has work once ts leaves the window.
+        if (this.hasHistory && (prev || op === 'delete')) this.#noteSupersede(ts);
         this.logCount++;
         if (this.oldestLogScn === 0) this.oldestLogScn = scn;
         this.ring.push(ev);
@@ -508,11 +510,28 @@ export class SowStructure implements QueueStructure {
       }
     }
     if (full) this.#sweepAt = undefined; // a full pass starts at the first row
-    if (this.hasHistory) await this.#sweepHistory(now - s.historyWindow!, full ? Infinity : sweepRows ?? Math.max(SWEEP_MIN_ROWS, Math.ceil(this.historyVersions / SWEEP_PASS_TICKS)));
+    const horizon = s.historyWindow !== undefined ? now - s.historyWindow : -Infinity;
+    if (this.hasHistory && (full || this.#earliestSupersede < horizon)) await this.#sweepHistory(now - s.historyWindow!, full ? Infinity : sweepRows ?? Math.max(SWEEP_MIN_ROWS, Math.ceil(this.historyVersions / SWEEP_PASS_TICKS)));
+  }
+
+  /**
+   * Earliest time a retained version stopped being current (superseded, or a tombstone
+   * written): while the horizon has not passed it, no version can be purged and the
+   * background sweep is skipped. -Infinity = not known yet (after start: one pass finds out).
+   */
+  #earliestSupersede = -Infinity;
+  /** The same, for events committed since the current sweep pass started. */
+  #supersedeSincePass = Infinity;
+
+  #noteSupersede(ts: number): void {
+    if (ts < this.#earliestSupersede) this.#earliestSupersede = ts;
+    if (ts < this.#supersedeSincePass) this.#supersedeSincePass = ts;
   }
 
   /** Full passes of the history sweep completed (tests, statistics). */
   sweepPasses = 0;
+  /** Earliest due time of the versions the current pass kept. */
+  #passMin = Infinity;
   /** Where the history sweep resumes: after this hist row key, with that row still undecided. */
   #sweepAt?: SweptRow;
 
@@ -531,11 +550,16 @@ export class SowStructure implements QueueStructure {
     const q = this.queue;
     const hp = queuePrefix(HIST, q.id);
     const from = this.#sweepAt;
+    if (!from) { this.#passMin = Infinity; this.#supersedeSincePass = Infinity; }
     const ops: BatchOp[] = [];
     const tombGone = (row: SweptRow) => {
-      if (!row.tomb || row.ts >= horizon) return false;
-      const cur = this.records.get(parseHistKey(row.k).key);
-      return !(cur && cur.scn > parseHistKey(row.k).scn);
+      if (!row.tomb) return false;
+      if (row.ts < horizon) {
+        const cur = this.records.get(parseHistKey(row.k).key);
+        if (!(cur && cur.scn > parseHistKey(row.k).scn)) return true;
+      }
+      if (row.ts < this.#passMin) this.#passMin = row.ts; // kept: due later
+      return false;
     };
     let prev = from;
     let seen = 0;
@@ -550,7 +574,10 @@ export class SowStructure implements QueueStructure {
           seen++;
           const row: SweptRow = { k, ts: eventTs(v), tomb: eventIsDelete(v) };
           if (prev) {
-            if (sameHistKey(prev.k, k)) { if (row.ts < horizon) ops.push({ type: 'del', key: prev.k }); }
+            if (sameHistKey(prev.k, k)) {
+              if (row.ts < horizon) ops.push({ type: 'del', key: prev.k });
+              else if (row.ts < this.#passMin) this.#passMin = row.ts; // kept: due later
+            }
             else if (tombGone(prev)) ops.push({ type: 'del', key: prev.k });
           }
           prev = row;
@@ -560,6 +587,7 @@ export class SowStructure implements QueueStructure {
     if (finished) {
       if (prev && tombGone(prev)) ops.push({ type: 'del', key: prev.k });
       this.#sweepAt = undefined;
+      this.#earliestSupersede = Math.min(this.#passMin, this.#supersedeSincePass);
     } else this.#sweepAt = prev;
     this.sweepPasses += finished ? 1 : 0;
     if (ops.length) {
