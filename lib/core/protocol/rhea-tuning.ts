@@ -7,17 +7,19 @@
  *    array and re-checks the DEBUG namespaces on each call (~7% of the broker's allocations
  *    when publishing). Channels disabled when the broker starts become no-ops;
  *    `DEBUG=rhea:*` set before start keeps them all working.
- * 2. Unzeroed encode buffers. rhea's `types.Writer` starts every frame (and every section it
+ * 2. Pooled encode buffers. rhea's `types.Writer` starts every frame (and every section it
  *    encodes) in a fresh zero-filled 1 KiB `Buffer.alloc`, outside Node's buffer pool: one
- *    ArrayBuffer per frame. Writer only hands out `slice(0, position)` of bytes it wrote
- *    (size placeholders it skips are filled before the frame leaves), so `allocUnsafe`, which
- *    takes small buffers from the pool, changes nothing on the wire.
+ *    ArrayBuffer per frame. The Writer constructor now starts in `Buffer.allocUnsafe(1024)`,
+ *    which takes it from the pool. Writer only hands out `slice(0, position)` of bytes it
+ *    wrote (size placeholders it skips are filled before the frame leaves), so nothing
+ *    changes on the wire.
  */
 import { createRequire } from 'node:module';
 
 const TUNED = Symbol.for('tidemark.rhea-tuning');
 
 type Logger = ((...args: unknown[]) => void) & { enabled?: boolean };
+type WriterCtor = ((this: unknown, buffer?: Buffer) => void) & { prototype: object };
 
 export function tuneRhea(): void {
   const req = createRequire(import.meta.url);
@@ -31,7 +33,14 @@ export function tuneRhea(): void {
       log[name] = noop;
     }
   }
-  const util = req('rhea/lib/util.js') as { allocate_buffer?: (size: number) => Buffer };
-  if (typeof util.allocate_buffer === 'function') util.allocate_buffer = (size: number) => Buffer.allocUnsafe(size);
+  // Only the Writer's own start buffer: rhea's other allocate_buffer callers (SASL responses)
+  // keep their zero-filled buffers.
+  const types = req('rhea/lib/types.js') as { Writer?: WriterCtor };
+  const Writer = types.Writer;
+  if (typeof Writer === 'function' && Writer.length === 1) {
+    const Pooled = function (this: unknown, buffer?: Buffer) { Writer.call(this, buffer ?? Buffer.allocUnsafe(1024)); } as unknown as WriterCtor;
+    Pooled.prototype = Writer.prototype;
+    types.Writer = Pooled;
+  }
   log[TUNED] = true;
 }
