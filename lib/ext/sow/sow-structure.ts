@@ -458,10 +458,9 @@ export class SowStructure implements QueueStructure {
 
   /**
    * Background retention: trims the log (log.retention, log.max_count) and history (window).
-   * Cost is proportional to what is removed, never to what is kept: log bounds come from the
-   * head SCN and the time index, history purges pop from a queue ordered by supersede time.
-   */
-  /**
+   * Log bounds come from the head SCN and the time index (two range deletes); the history is
+   * purged by a paced sweep (#sweepHistory) that runs only when a version can be due.
+   *
    * One retention step: the log trim, then a chunk of the history sweep (`full`: a whole pass
    * from the first row; `sweepRows` overrides the chunk size, for tests).
    */
