@@ -24,17 +24,15 @@
  * Prints `rounds=R messages checked=N sow records checked=K lost=0 duplicated=0 mismatched=0`
  * and exits 1 on any violation. Checks are a list (`CHECKS`): add one by pushing a `Check`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { prng, openConnection, finishWhenSettled } from './crash/common.js';
+import { pathToFileURL } from 'node:url';
+import { prng, openConnection, finishWhenSettled, startBroker, type BrokerChild } from './crash/common.js';
 import type { SowMsg } from './crash/common.js';
 import { SowWorld, SOW_CHECKS, ensureSowQueues, liveSubscribe, sowPublish, verifySowQueue, type SowRound, type SowOp } from './crash/sow.js';
 import { txPublish, type TxRec } from './crash/tx.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 export type Role = 'plain' | 'sow' | 'tx';
 
@@ -151,24 +149,6 @@ function countBy(d: RoundData): Map<string, number> {
   return c;
 }
 
-interface Child { proc: ChildProcess; port: number; exited: Promise<number | null>; output: () => string }
-
-function startBroker(dataDir: string): Promise<Child> {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/tidemark.js'), '--port', '0', '--data', dataDir, '--no-http', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let done = false;
-    const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
-    const timer = setTimeout(() => { if (!done) { done = true; proc.kill('SIGKILL'); reject(new Error('broker did not start: ' + out)); } }, 20000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /amqp:\/\/[\d.]+:(\d+)/.exec(out);
-      if (m && !done) { done = true; clearTimeout(timer); resolve({ proc, port: Number(m[1]), exited, output: () => out }); }
-    });
-    proc.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
-    proc.once('exit', (code) => { if (!done) { done = true; clearTimeout(timer); reject(new Error(`broker exited ${code}: ${out}`)); } });
-  });
-}
 
 /** One publisher: sends up to `n` messages, records accepted ones, stops when the connection dies. */
 async function publish(port: number, pub: number, queue: string, firstSeq: number, n: number, round: number, sent: Set<string>, accepted: Set<string>, stop: { stopped: boolean }): Promise<number> {

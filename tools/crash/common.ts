@@ -1,5 +1,8 @@
 /** Small rhea helpers shared by the crash-test publishers and verifiers (tools/crash-test.ts). */
 import rhea from 'rhea';
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export const r: any = rhea;
 
@@ -97,4 +100,27 @@ export function finishWhenSettled(conn: any, sender: any, sentAll: () => boolean
     const unsettled = Object.keys(sender.session?.outgoing?.deliveries?.entries ?? {}).length;
     if (sentAll() && (unsettled === 0 || !conn.is_open())) { clearInterval(poll); finish(); }
   }, 20);
+}
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** A broker started as a child process (`node bin/tidemark.js`, from dist/: build first). */
+export interface BrokerChild { proc: ChildProcess; url: string; port: number; exited: Promise<number | null>; output: () => string }
+
+/** Starts `node bin/tidemark.js --port 0 --data DIR --no-http` and resolves once it listens. */
+export function startBroker(dataDir: string): Promise<BrokerChild> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/tidemark.js'), '--port', '0', '--data', dataDir, '--no-http', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let done = false;
+    const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
+    const timer = setTimeout(() => { if (!done) { done = true; proc.kill('SIGKILL'); reject(new Error('broker did not start: ' + out)); } }, 20000);
+    proc.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /amqp:\/\/([\d.]+):(\d+)/.exec(out);
+      if (m && !done) { done = true; clearTimeout(timer); resolve({ proc, url: `amqp://${m[1]}:${m[2]}`, port: Number(m[2]), exited, output: () => out }); }
+    });
+    proc.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+    proc.once('exit', (code) => { if (!done) { done = true; clearTimeout(timer); reject(new Error(`broker exited ${code}: ${out}`)); } });
+  });
 }

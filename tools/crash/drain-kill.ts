@@ -62,7 +62,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { applyRheaPatches, Coordinator, TransactionalState } from '../../lib/core/protocol/rhea-patches.js';
-import { r, prng, sleep, attached, closeConnection, sameJson, show } from './common.js';
+import { r, prng, sleep, attached, closeConnection, sameJson, show, startBroker, type BrokerChild } from './common.js';
 import { controlBody, settled, sendable } from './tx.js';
 import { connect as toolConnect, type Connected } from '../common/connection.js';
 import { ManagementClient } from '../common/management.js';
@@ -340,24 +340,6 @@ export class Consumer {
 // ---------------------------------------------------------------------------------------------
 // The broker, the queue, the publisher
 
-interface BrokerChild { proc: ChildProcess; url: string; exited: Promise<number | null> }
-
-function startBroker(dataDir: string): Promise<BrokerChild> {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/tidemark.js'), '--port', '0', '--data', dataDir, '--no-http', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let done = false;
-    const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
-    const timer = setTimeout(() => { if (!done) { done = true; proc.kill('SIGKILL'); reject(new Error('broker did not start: ' + out)); } }, 20000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /amqp:\/\/([\d.]+):(\d+)/.exec(out);
-      if (m && !done) { done = true; clearTimeout(timer); resolve({ proc, url: `amqp://${m[1]}:${m[2]}`, exited }); }
-    });
-    proc.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
-    proc.once('exit', (code) => { if (!done) { done = true; clearTimeout(timer); reject(new Error(`broker exited ${code}: ${out}`)); } });
-  });
-}
 
 function openConn(url: string): Promise<any> {
   const u = new URL(url);
