@@ -69,6 +69,12 @@ export class Store {
     return v ?? undefined;
   }
 
+  /** Values of many keys in one call (undefined where absent), optionally at a snapshot. */
+  async getMany(keys: Buffer[], snapshot?: Snapshot): Promise<Array<Buffer | undefined>> {
+    const values = await this.#db.getMany(keys, snapshot ? ({ snapshot } as any) : {});
+    return values.map((v) => v ?? undefined);
+  }
+
   /** Takes an implicit snapshot now, synchronously (classic-level snapshots are sync). */
   snapshot(): Snapshot {
     return (this.#db as any).snapshot();

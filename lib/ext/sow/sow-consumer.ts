@@ -20,7 +20,8 @@ import { typed } from '../../codec/amqp.js';
 import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
 import { encodeCheckpoint, type Checkpoint, type WindowTracker } from './checkpoint.js';
-import { SOW, HIST, sowKeyOf, parseHistKey, sameHistKey, histScn } from './tables.js';
+import { SOW, sowKeyOf } from './tables.js';
+import { HistoricalScan } from './historical-scan.js';
 import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';
 import { PageIndex, type PageEntry } from './paging.js';
 import type { Command, CommandOptions } from './options.js';
@@ -57,25 +58,6 @@ interface Row { key: string; scn: number; ts: number; bytes: Buffer }
 
 /** Log events read per replay fetch (bounded memory per link: ~LOG_CHUNK messages). */
 const LOG_CHUNK = 1000;
-
-/** The key group a historical scan is in: its first row key, and its best row so far (raw). */
-interface HistGroup { keyRow?: Buffer; bestKey?: Buffer; bestValue?: Buffer }
-
-/** Ends the current key group: its best version becomes a row unless it is a tombstone. */
-function closeHistGroup(g: HistGroup, out: Row[]): void {
-  if (g.bestKey && g.bestValue) {
-    const { key, scn } = parseHistKey(g.bestKey);
-    const { meta, message } = decodeEvent(g.bestValue);
-    if (meta.op !== 'delete') out.push({ key, scn, ts: meta.ts, bytes: message });
-  }
-  g.bestKey = undefined; g.bestValue = undefined;
-}
-
-/** One hist row of a (key, SCN)-ordered scan for the state at SCN `S`. */
-function addHistRow(g: HistGroup, k: Buffer, v: Buffer, S: number, out: Row[]): void {
-  if (!g.keyRow || !sameHistKey(g.keyRow, k)) { closeHistGroup(g, out); g.keyRow = k; }
-  if (histScn(k) <= S) { g.bestKey = k; g.bestValue = v; }
-}
 
 const EVENT_ENV = Symbol('env');
 
@@ -300,7 +282,7 @@ export class SowConsumer implements Consumer {
   }
 
   async #releaseSnapshot(): Promise<void> {
-    const c = this.#snapshotCursor ?? this.#histStream?.cursor, h = this.#snapshotHandle;
+    const c = this.#snapshotCursor ?? this.#histStream, h = this.#snapshotHandle;
     this.#snapshotCursor = undefined; this.#snapshotHandle = undefined; this.#histStream = undefined;
     try { await c?.close(); } catch { /* closed */ }
     try { await h?.close(); } catch { /* closed */ }
@@ -363,53 +345,36 @@ export class SowConsumer implements Consumer {
     }
   }
 
-  /**
-   * Historical snapshot at SCN S: per key the newest retained version with SCN <= S, unless a
-   * tombstone. Rows come in (key, SCN) order, so that version is the last row of its key
-   * group at or below S: rows are compared and skipped as raw bytes, and only that one row
-   * per key is decoded (a 100k keys x 10 versions query decodes 100k rows, not 1M).
-   */
-  #histStream?: { cursor: Cursor; S: number; group: HistGroup };
+  /** A streamed historical query without order_by (historical-scan.ts). */
+  #histStream?: HistoricalScan;
 
-  /** Next chunk of a streamed historical query: complete key groups become rows. */
+  /** Next chunk of a streamed historical query. */
   async #fetchHistory(): Promise<void> {
     const h = this.#histStream!;
     if (this.#fetching || this.#rowsDone) return;
     this.#fetching = true;
     try {
-      const batch = await h.cursor.next(1000);
-      if (batch.length === 0) {
-        closeHistGroup(h.group, this.#rows);
-        this.#rowsDone = true;
-        this.#histStream = undefined;
-        await h.cursor.close();
-      }
-      for (const [k, v] of batch) addHistRow(h.group, k, v, h.S, this.#rows);
+      const rows = await h.next();
+      if (rows === undefined) { this.#rowsDone = true; this.#histStream = undefined; }
+      else for (const r of rows) this.#rows.push(r);
     } finally { this.#fetching = false; }
     this.pump();
   }
 
   async #historical(S: number): Promise<void> {
     const q = this.#s.queue;
-    const prefix = queuePrefix(HIST, q.id);
-    const cursor = q.ctx.store.cursor({ gte: prefix, lt: prefixEnd(prefix) });
+    const scan = new HistoricalScan(q.ctx.store, q.id, S);
     if (!this.#plan.options.order_by && !this.#paging) {
       // Streams: filter, skip_n and top_n apply per row as it is sent (bounded memory).
-      this.#histStream = { cursor, S, group: {} };
+      this.#histStream = scan;
       this.#groupEndScn = Math.max(0, S);
       this.pump();
       return;
     }
     const out: Row[] = [];
-    const group: HistGroup = {};
     try {
-      for (;;) {
-        const batch = await cursor.next(1000);
-        if (!batch.length) break;
-        for (const [k, v] of batch) addHistRow(group, k, v, S, out);
-      }
-      closeHistGroup(group, out);
-    } finally { await cursor.close(); }
+      for (let rows = await scan.next(); rows !== undefined; rows = await scan.next()) for (const r of rows) out.push(r);
+    } finally { await scan.close(); }
     const o = this.#plan.options;
     let rows = out;
     if (this.#req.predicates.length) rows = rows.filter((r) => this.#matches(new MessageEnv(decodeMessage(r.bytes))));
