@@ -247,7 +247,6 @@ export class SowStructure implements QueueStructure {
     if (chain.length === 0) this.#pending.delete(key);
   }
 
-
   /** Every committed event with SCN > ringFloor is in the ring. */
   ringFloor = 0;
 
