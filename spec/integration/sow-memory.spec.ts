@@ -1,8 +1,9 @@
 /**
  * Issue #5: "Snapshots stream from a LevelDB snapshot/iterator under AMQP credit: a large SOW
- * query to a slow consumer holds bounded memory." The broker runs in this process, so its
- * heap is ours to measure (after a forced GC): a query whose consumer grants 5 credits must
- * not pull the 100k-record snapshot (~30 MB of records and objects) into memory.
+ * query to a slow consumer holds bounded memory"; issue #6: "Replays stream under credit with
+ * bounded memory." The broker runs in this process, so its heap is ours to measure (after a
+ * forced GC): a query or a replay whose consumer grants 5 credits must not pull 100k records
+ * or events (~30 MB of bytes and objects) into memory.
  */
 import { expect } from 'chai';
 import v8 from 'node:v8';
@@ -15,17 +16,20 @@ v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;
 const heapMb = () => { gc(); gc(); return process.memoryUsage().heapUsed / 1e6; };
 
-describe('SOW query to a slow consumer (bounded memory)', function () {
+describe('SOW query and replay to a slow consumer (bounded memory)', function () {
   this.timeout(120000);
   const b = useBroker();
 
-  it('a 100k-record sow query with 5 credits holds a bounded read-ahead, then streams the rest in key order', async function () {
-    const url = b.get().url;
-    const N = 100000;
+  const N = 100000;
+  before(async function () {
     const pad = 'x'.repeat(200);
     const q = { address: 'mem.sow', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } };
-    const outcomes = await send(url, q, Array.from({ length: N }, (_, i) => ({ body: JSON.stringify({ id: `k${String(i).padStart(6, '0')}`, pad }) })));
+    const outcomes = await send(b.get().url, q, Array.from({ length: N }, (_, i) => ({ body: JSON.stringify({ id: `k${String(i).padStart(6, '0')}`, pad }) })));
     expect(outcomes.filter((o) => o.state === 'accepted')).to.have.length(N);
+  });
+
+  it('a 100k-record sow query with 5 credits holds a bounded read-ahead, then streams the rest in key order', async function () {
+    const url = b.get().url;
     const before = heapMb();
     const c = await connect(url);
     try {
@@ -50,6 +54,32 @@ describe('SOW query to a slow consumer (bounded memory)', function () {
       expect(end, 'group_end arrived').to.equal(true);
       expect(got).to.have.length(N);
       expect(got.every((k, i) => i === 0 || got[i - 1] < k)).to.equal(true);
+    } finally { await c.close(); }
+  });
+
+  it('a replay of 100k events (subscribe from bookmark 0) with 5 credits holds a bounded read-ahead, then streams the rest in SCN order', async function () {
+    const url = b.get().url;
+    const before = heapMb();
+    const c = await connect(url);
+    try {
+      const rcv = await openReceiver(c, { address: 'mem.sow', filter: tmFilters({ command: 'subscribe', bookmark: '0' }) });
+      const scns: number[] = [];
+      let completed = false;
+      rcv.on('message', (ctx: any) => {
+        const m = { message: ctx.message, delivery: ctx.delivery };
+        if (cmdOf(m) === 'publish') scns.push(Number(ctx.message.message_annotations['x-opt-tm-scn']));
+        if (cmdOf(m) === 'completed') completed = true;
+        ctx.delivery.accept();
+      });
+      rcv.add_credit(5);
+      await sleep(800);
+      expect(scns).to.have.length(5);
+      const held = heapMb() - before;
+      expect(held, `heap grew ${held.toFixed(1)} MB while the consumer held 5 credits`).to.be.lessThan(8);
+      for (let i = 0; i < 2000 && !completed; i++) { if (rcv.credit < 500) rcv.add_credit(1000 - rcv.credit); await sleep(5); }
+      expect(completed, 'completed arrived').to.equal(true);
+      expect(scns).to.have.length(N);
+      expect(scns.every((s, i) => s === i + 1)).to.equal(true);
     } finally { await c.close(); }
   });
 });
