@@ -3,6 +3,9 @@
  * at most one LevelDB batch is in flight, and everything that arrived meanwhile goes into the
  * next one, written with `sync` so one fsync covers many producers. Callbacks run in commit
  * order, so live dispatch happens in SCN order. No per-message promises: a callback list.
+ * Why only one: classic-level runs each write on a libuv pool thread, so two batches in
+ * flight can reach LevelDB in either order, and a SOW or head row written by both would end
+ * with the older value (measured, too: no throughput gain; docs/performance.md).
  */
 import type { BatchOp, Store } from './store.js';
 import { logger } from '../log.js';
