@@ -58,7 +58,8 @@ export class Broker implements BrokerContext, ProtocolBackend {
     for (const name of config.extensions) {
       const make = opts.catalogue[name];
       if (!make) throw new TidemarkError(Conditions.invalidField, `config.extensions: unknown extension ${name} (known: ${Object.keys(opts.catalogue).join(', ')})`);
-      b.extensions.register(make());
+      try { b.extensions.register(make()); }
+      catch (e) { throw new TidemarkError(Conditions.invalidField, `config.extensions: ${(e as Error).message}`); }
     }
     // An ACL in the config with nothing to enforce it would be a silent hole: refuse to start.
     if ((config.acl.rules.length > 0 || config.acl.default === 'deny') && !b.extensions.authorizes) {
@@ -159,11 +160,17 @@ export class Broker implements BrokerContext, ProtocolBackend {
 
   openConsumer(queue: Queue, req: ConsumerRequest, sink: RheaSink | DeliverySink): Consumer {
     this.authorizeConsumer(queue, req); // again here, whoever calls (server.ts already did, before its attach reply)
-    for (const ext of this.extensions.all) {
-      const c = ext.openConsumer?.(queue, req, sink);
-      if (c) return c;
-    }
-    return queue.structure.openConsumer(req, sink);
+    // Latest-registered first: an extension built on others gets the first pick of a link,
+    // and `next` hands it to the ones below it (extensions.ts, openConsumer).
+    const exts = this.extensions.all;
+    const from = (top: number) => (r: ConsumerRequest, s: DeliverySink): Consumer => {
+      for (let i = top; i >= 0; i--) {
+        const c = exts[i].openConsumer?.(queue, r, s, from(i - 1));
+        if (c) return c;
+      }
+      return queue.structure.openConsumer(r, s);
+    };
+    return from(exts.length - 1)(req, sink);
   }
 
   publish(queue: Queue, msg: InboundMessage, done: (err?: TidemarkError) => void): void {

@@ -80,8 +80,16 @@ export type ServiceHandler = (msg: InboundMessage, user: string, done: (err?: im
 /** What a user may do to a queue (ACL actions, docs/security.md). */
 export type AuthAction = 'create' | 'publish' | 'consume' | 'browse' | 'manage';
 
+/** Opens a consumer with the extensions registered before the caller, then the queue's structure. */
+export type OpenNext = (req: ConsumerRequest, sink: DeliverySink) => Consumer;
+
 export interface Extension {
   readonly name: string;
+  /**
+   * Extensions this one builds on; each must be listed before it in `config.extensions`
+   * (its queue contributions come first, e.g. the SOW structure that history configures).
+   */
+  readonly requires?: readonly string[];
   /**
    * Authorization (lib/ext/acl): may `user` do `action` on the queue named `queue`? true =
    * allow, false = deny (`amqp:unauthorized-access`), undefined = no opinion. The first
@@ -99,8 +107,11 @@ export interface Extension {
   /**
    * Claims a receiving link when its request is for this extension's command (sow, replay,
    * checkpoint...). Return undefined to pass. Throw TidemarkError to refuse the attach.
+   * Extensions are asked latest-registered first, so one that builds on another (history on
+   * sow, durable subscriptions on everything) sees a link before the one it builds on;
+   * `next` opens it with the extensions registered before this one (to wrap what they open).
    */
-  openConsumer?(queue: Queue, req: ConsumerRequest, sink: DeliverySink): Consumer | undefined;
+  openConsumer?(queue: Queue, req: ConsumerRequest, sink: DeliverySink, next: OpenNext): Consumer | undefined;
   /** Inspect an inbound message before it is stored (TTL, publish ops). */
   onInbound?(queue: Queue, msg: InboundMessage): void;
   /** Management operations this extension adds, by operation name. */
@@ -122,6 +133,9 @@ export class ExtensionRegistry {
 
   register(ext: Extension): void {
     if (this.#exts.some((e) => e.name === ext.name)) throw new Error(`extension ${ext.name} registered twice`);
+    for (const dep of ext.requires ?? []) {
+      if (!this.has(dep)) throw new Error(`extension ${ext.name} needs ${dep}, listed before it in config.extensions`);
+    }
     for (const spec of ext.queueArguments ?? []) {
       for (const n of [spec.name, ...(spec.aliases ?? [])]) {
         const other = this.#args.get(n);
@@ -136,6 +150,7 @@ export class ExtensionRegistry {
   }
 
   get all(): readonly Extension[] { return this.#exts; }
+  has(name: string): boolean { return this.#exts.some((e) => e.name === name); }
   /** True when some extension authorizes (an ACL is active). */
   get authorizes(): boolean { return this.#exts.some((e) => e.authorize); }
   /** First decisive answer of the extensions' `authorize`; allowed when none decides. */

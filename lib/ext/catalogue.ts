@@ -8,6 +8,9 @@ import { lvqExtension } from './lvq/index.js';
 import { selectorExtension } from './selector/index.js';
 import { managementExtension } from './management/index.js';
 import { sowExtension } from './sow/index.js';
+import { historyExtension } from './history/index.js';
+import { replayExtension } from './replay/index.js';
+import { checkpointsExtension } from './checkpoints/index.js';
 import { httpExtension } from './http/index.js';
 import { aclExtension } from './acl/index.js';
 
@@ -19,6 +22,10 @@ export const builtinExtensions: Record<string, () => Extension> = {
   lvq: () => lvqExtension(),
   selector: () => selectorExtension(),
   sow: () => sowExtension(),
+  // These three build on sow (Extension.requires) and must be listed after it.
+  history: () => historyExtension(),
+  replay: () => replayExtension(),
+  checkpoints: () => checkpointsExtension(),
   management: () => managementExtension(),
   http: () => httpExtension(),
   // Per-user queue ACLs (config `acl`); no rules + default allow = no effect.

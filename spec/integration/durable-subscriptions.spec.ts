@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { connect, openReceiver, collect, send, sleep } from '../support/client.js';
 import { cmdOf, scnOf, keyOf } from '../support/sow-client.js';
-import { listSubscriptions } from '../../lib/ext/sow/index.js';
+import { listSubscriptions } from '../../lib/ext/checkpoints/index.js';
 
 // wire.md 6: a durable receiver (durable = 2, expiry-policy never) keeps its position under
 // (container-id, link name), across re-attach and broker restarts; detach closed=true ends it.

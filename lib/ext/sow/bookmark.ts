@@ -1,8 +1,13 @@
 /**
  * Bookmarks (wire.md 5): `0` (epoch), `now` (live end), `N` (after SCN N), or an instant as
- * `YYYYMMDDTHHMMSS[.ffffff]Z` (AMPS form) or ISO-8601 with `Z`.
+ * `YYYYMMDDTHHMMSS[.ffffff]Z` (AMPS form) or ISO-8601 with `Z`; and their resolution to an
+ * SCN through the queue's time index (used by the history and replay extensions).
  */
 import { TidemarkError, Conditions } from '../../core/errors.js';
+import type { Queue } from '../../core/queue/queue.js';
+import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
+import { queuePrefix, prefixEnd, readScn } from '../../core/storage/keyspace.js';
+import { TIME, timeKey } from './tables.js';
 
 export type Bookmark = { kind: 'epoch' } | { kind: 'now' } | { kind: 'scn'; scn: number } | { kind: 'time'; ms: number; text: string };
 
@@ -32,4 +37,35 @@ export function parseBookmark(text: string): Bookmark {
 
 function bad(t: string): TidemarkError {
   return new TidemarkError(Conditions.invalidField, `malformed bookmark ${JSON.stringify(t)}: expected 0, now, an SCN, YYYYMMDDTHHMMSS[.ffffff]Z or ISO-8601 with Z`);
+}
+
+/**
+ * SCN of the last event at or before `ms` (0 when no retained event is that old), from the
+ * time index. The index is sparse (a row for the first event of each new timestamp, see
+ * SowStructure.prepare), so the answer is the event before the first indexed one that is
+ * newer than `ms`, or the newest committed event when none is.
+ */
+export async function scnAtTime(q: Queue, ms: number): Promise<number> {
+  const store = q.ctx.store;
+  const prefix = queuePrefix(TIME, q.id);
+  const atOrBefore = await store.all({ gte: prefix, lt: timeKey(q.id, ms + 1, 0), reverse: true, limit: 1, keysOnly: true });
+  if (atOrBefore.length === 0) return 0;
+  const after = await store.all({ gte: timeKey(q.id, ms + 1, 0), lt: prefixEnd(prefix), limit: 1, keysOnly: true });
+  return after.length ? readScn(after[0][0], 13) - 1 : q.committedScn;
+}
+
+/**
+ * Opens a consumer at a bookmark: `open` gets the bookmark's SCN. A time bookmark is resolved
+ * through the time index first, so the consumer returned meanwhile keeps the credit that
+ * arrives and closes the link if opening fails.
+ */
+export function openAtBookmark(q: Queue, bm: Bookmark, sink: DeliverySink, open: (scn: number | undefined) => Consumer): Consumer {
+  if (bm.kind !== 'time') return open(bm.kind === 'scn' ? bm.scn : undefined);
+  let inner: Consumer | undefined; let closed = false;
+  scnAtTime(q, bm.ms).then((scn) => {
+    if (closed) return;
+    try { inner = open(scn); inner.onCredit(); }
+    catch (e) { sink.close(e instanceof TidemarkError ? e : new TidemarkError(Conditions.internal, String(e))); }
+  }, (err) => sink.close(new TidemarkError(Conditions.internal, String(err))));
+  return { onCredit: () => inner?.onCredit(), onDrain: () => inner?.onDrain(), close: (o) => { closed = true; inner?.close(o); } };
 }

@@ -19,7 +19,7 @@ import { rewriteMessage, indexSections, encodeMessage, decodeMessage } from '../
 import { typed } from '../../codec/amqp.js';
 import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
-import { encodeCheckpoint, type Checkpoint, type WindowTracker } from './checkpoint.js';
+import { encodeCheckpoint, type Checkpoint, type WindowTracker } from '../checkpoints/checkpoint.js';
 import { SOW, sowKeyOf } from './tables.js';
 import { HistoricalScan } from './historical-scan.js';
 import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';

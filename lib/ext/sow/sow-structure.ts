@@ -96,6 +96,18 @@ export class SowStructure implements QueueStructure {
     queue.browseOnly = true;
   }
 
+  /** The history extension keeps superseded versions for `window` ms (before recovery). */
+  keepHistory(window: number, granularity: number): void {
+    this.settings.historyWindow = window;
+    this.settings.historyGranularity = granularity;
+  }
+
+  /** The replay extension bounds the log by age and/or count (before recovery). */
+  boundLog(retention: number | undefined, maxCount: number | undefined): void {
+    this.settings.logRetention = retention;
+    this.settings.logMaxCount = maxCount;
+  }
+
   get hasHistory(): boolean { return this.settings.historyWindow !== undefined; }
   get bytes(): number { return this.#bytes; }
 
@@ -464,15 +476,28 @@ export class SowStructure implements QueueStructure {
    * from the first row; `sweepRows` overrides the chunk size, for tests).
    */
   async trim(now: number, full = false, sweepRows?: number): Promise<void> {
-    // One retention pass at a time per queue (the timer does not wait for a slow one).
-    while (this.#trimming) await this.#trimming;
-    this.#trimming = this.#trim(now, full, sweepRows);
-    try { await this.#trimming; } finally { this.#trimming = undefined; }
+    await this.trimLog(now);
+    await this.sweepHistory(now, full, sweepRows);
+  }
+
+  /** The log part of retention (the replay extension's background task). */
+  trimLog(now: number): Promise<void> { return this.#oneAtATime(() => this.#trimLog(now)); }
+
+  /** The history part of retention (the history extension's background task). */
+  sweepHistory(now: number, full = false, sweepRows?: number): Promise<void> {
+    return this.#oneAtATime(() => this.#sweepDue(now, full, sweepRows));
   }
 
   #trimming?: Promise<void>;
 
-  async #trim(now: number, full: boolean, sweepRows: number | undefined): Promise<void> {
+  /** One retention step at a time per queue (the timers do not wait for a slow one). */
+  async #oneAtATime(step: () => Promise<void>): Promise<void> {
+    while (this.#trimming) await this.#trimming;
+    this.#trimming = step();
+    try { await this.#trimming; } finally { this.#trimming = undefined; }
+  }
+
+  async #trimLog(now: number): Promise<void> {
     const q = this.queue;
     const store = q.ctx.store;
     const s = this.settings;
@@ -507,6 +532,10 @@ export class SowStructure implements QueueStructure {
         this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
       }
     }
+  }
+
+  async #sweepDue(now: number, full: boolean, sweepRows: number | undefined): Promise<void> {
+    const s = this.settings;
     if (full) this.#sweepAt = undefined; // a full pass starts at the first row
     const horizon = s.historyWindow !== undefined ? now - s.historyWindow : -Infinity;
     if (this.hasHistory && (full || this.#earliestSupersede < horizon)) await this.#sweepHistory(now - s.historyWindow!, full ? Infinity : sweepRows ?? Math.max(SWEEP_MIN_ROWS, Math.ceil(this.historyVersions / SWEEP_PASS_TICKS)));

@@ -1,0 +1,144 @@
+/**
+ * Consumer checkpoints and durable subscriptions (semantics.md 8, wire.md 6), the Databus
+ * model on AMQP: a receiver with `tidemark:checkpoint:map` gets a checkpoint on every
+ * message and resumes from any of them with no gap and no duplicate (bootstrapping a SOW
+ * queue from a snapshot when the log no longer reaches back); a receiver with source
+ * durable = 2 / expiry-policy never has its position kept by the broker. Builds on `sow`
+ * (SOW links, bootstrap snapshots, the log the positions point into).
+ */
+import type { Extension, ConsumerRequest, OpenNext } from '../../core/extensions.js';
+import type { Queue } from '../../core/queue/queue.js';
+import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
+import type { BrokerContext } from '../../core/broker-context.js';
+import { ListStructure } from '../../core/queue/list-structure.js';
+import { TidemarkError, Conditions } from '../../core/errors.js';
+import { SowStructure } from '../sow/sow-structure.js';
+import { SowConsumer, type CheckpointPlan } from '../sow/sow-consumer.js';
+import { commandOf, listAnnotations } from '../sow/index.js';
+import { MarkerSink } from '../sow/marker-sink.js';
+import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
+import { DurableSubscriptions, DurableSink, subscriptionKey } from './durable.js';
+
+export const CHECKPOINT = 'tidemark:checkpoint:map';
+
+const durablesByBroker = new WeakMap<BrokerContext, DurableSubscriptions>();
+
+/** The durable subscriptions a broker keeps (tools, tests). */
+export function listSubscriptions(b: BrokerContext) { return durablesByBroker.get(b)?.list() ?? []; }
+
+/**
+ * Where a checkpoint resumes (semantics.md 8). `undefined` bootstrap = online from `position`.
+ * Falling off the log (or windowScn = 0) bootstraps a SOW queue and is scn-not-found elsewhere.
+ */
+export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBootstrap: boolean): CheckpointPlan & { position: number } {
+  const fellOff = (pos: number) => oldest > 0 && pos + 1 < oldest;
+  const fresh = (): CheckpointPlan & { position: number } => {
+    if (!canBootstrap) {
+      throw new TidemarkError(Conditions.scnNotFound, `checkpoint position of ${q.name} is older than the retained log (oldest SCN ${oldest}); a queue without SOW cannot bootstrap`, { info: { 'oldest-scn': oldest, 'requested-scn': cp.windowScn } });
+    }
+    return { tracker: new WindowTracker({ prevScn: 0 }), skip: 0, bootstrap: {}, position: 0 };
+  };
+  if (cp.consumption_mode === 'BOOTSTRAP_SNAPSHOT') {
+    if (!canBootstrap) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: consumption_mode BOOTSTRAP_SNAPSHOT needs a SOW queue; ${q.name} has none`);
+    if (fellOff(cp.bootstrap_start_scn!)) return fresh();
+    return { tracker: new WindowTracker({ prevScn: cp.bootstrap_start_scn! }), skip: 0, bootstrap: { start: cp.bootstrap_start_scn, resumeAfterKey: cp.snapshot_offset }, position: cp.bootstrap_start_scn! };
+  }
+  if (cp.consumption_mode === 'BOOTSTRAP_CATCHUP') {
+    if (!canBootstrap) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: consumption_mode BOOTSTRAP_CATCHUP needs a SOW queue; ${q.name} has none`);
+    const pos = cp.catchup_offset ?? cp.bootstrap_start_scn!;
+    if (fellOff(pos)) return fresh();
+    return { tracker: new WindowTracker({ prevScn: cp.prevScn, windowScn: cp.windowScn, windowOffset: cp.windowOffset }), skip: 0, bootstrap: { start: cp.bootstrap_start_scn, target: cp.bootstrap_target_scn, position: pos }, position: pos };
+  }
+  if (cp.windowScn === -1) {
+    const pos = oldest > 0 ? oldest - 1 : q.committedScn;
+    return { tracker: new WindowTracker({ prevScn: pos }), skip: 0, position: pos };
+  }
+  if (cp.windowScn > q.committedScn) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: windowScn ${cp.windowScn} is ahead of the head of ${q.name} (${q.committedScn})`);
+  if (cp.windowScn === 0 && canBootstrap) return fresh();
+  const pos = cp.windowOffset === -1 ? cp.windowScn : Math.max(0, cp.prevScn);
+  if (fellOff(pos)) return fresh();
+  // Mid-window: replay the window from its start and skip the `windowOffset` events already
+  // consumed. The tracker starts before the window and counts the skipped events as they
+  // pass (starting it at windowOffset counted them twice: the next checkpoints were ahead,
+  // and a resume from one of them lost events).
+  return { tracker: new WindowTracker({ prevScn: pos }), skip: cp.windowOffset === -1 ? 0 : cp.windowOffset, position: pos };
+}
+
+/** A link with a checkpoint filter: checkpoints on every message from where it resumes. */
+function openCheckpointed(queue: Queue, req: ConsumerRequest, sink: DeliverySink, cp: Checkpoint): Consumer | undefined {
+  const { command, options } = commandOf(req);
+  if (queue.structure instanceof SowStructure) {
+    const s = queue.structure;
+    const plan = checkpointPlan(queue, cp, s.oldestLogScn, true);
+    return new SowConsumer(s, req, sink, { command: 'subscribe', options, completedMarker: false, annotate: req.annotate, checkpoint: plan, replayAfter: plan.position });
+  }
+  // A plain queue: online only (every entry is a window of one). Its sow / sow_and_subscribe
+  // answers are the sow extension's (not-found, empty group then live).
+  if (!(queue.structure instanceof ListStructure) || command === 'sow' || command === 'sow_and_subscribe') return undefined;
+  const plan = checkpointPlan(queue, cp, queue.structure.stats().oldestScn, false);
+  const tracker = plan.tracker;
+  return queue.structure.openConsumer({ ...req, mode: 'copy' }, new MarkerSink(sink), {
+    startAfterScn: plan.position,
+    annotate: (e) => {
+      tracker.pass(e.scn, undefined, e.ts);
+      return { ...listAnnotations(e), 'x-opt-tm-checkpoint': encodeCheckpoint(tracker.online()) };
+    },
+  });
+}
+
+export function checkpointsExtension(): Extension {
+  const durables = new DurableSubscriptions();
+
+  /** The link's own consumer (checkpointed, or whatever the extensions below open). */
+  function open(queue: Queue, req: ConsumerRequest, sink: DeliverySink, next: OpenNext): Consumer {
+    const cp = req.filters.get(CHECKPOINT)?.data as Checkpoint | undefined;
+    return (cp && openCheckpointed(queue, req, sink, cp)) || next(req, sink);
+  }
+
+  /** A durable subscription: resume after its stored position, or start one. */
+  function openDurable(queue: Queue, req: ConsumerRequest, sink: DeliverySink, next: OpenNext): Consumer {
+    const key = subscriptionKey(req.containerId, req.linkName);
+    let sub = durables.get(key);
+    if (sub && sub.queue !== queue.name) throw new TidemarkError(Conditions.preconditionFailed, `durable subscription ${req.containerId}/${req.linkName} belongs to queue ${sub.queue}, not ${queue.name}`);
+    if (!sub) { sub = { queue: queue.name, position: null, created: queue.ctx.clock.now() }; durables.save(key, sub); }
+    const dsink = new DurableSink(sink, durables, key, sub);
+    let inner: Consumer;
+    if (sub.position !== null && queue.structure instanceof SowStructure) {
+      inner = new SowConsumer(queue.structure, { ...req, filters: new Map(req.filters) }, dsink, { command: 'subscribe', options: commandOf(req).options, replayAfter: sub.position, completedMarker: false, annotate: req.annotate });
+    } else if (sub.position !== null && queue.structure instanceof ListStructure) {
+      inner = queue.structure.openConsumer({ ...req, mode: 'copy' }, dsink, { startAfterScn: sub.position });
+    } else inner = open(queue, req, dsink, next);
+    return {
+      onCredit: () => inner.onCredit(),
+      onDrain: () => inner.onDrain(),
+      close: (o) => { inner.close(o); if (o?.linkClosed) durables.delete(key); },
+    };
+  }
+
+  return {
+    name: 'checkpoints',
+    requires: ['sow'],
+    filters: [{ symbol: CHECKPOINT, parse: (v) => ({ data: parseCheckpoint(v) }) }],
+    openConsumer(queue, req, sink, next) {
+      // Durable where the broker can keep a position: SOW and browse-only queues, command links.
+      if (req.durable && (queue.structure instanceof SowStructure || queue.browseOnly || req.annotate)) return openDurable(queue, req, sink, next);
+      const cp = req.filters.get(CHECKPOINT)?.data as Checkpoint | undefined;
+      return cp ? openCheckpointed(queue, req, sink, cp) : undefined;
+    },
+    managementOperations: {
+      async 'SUBSCRIPTION-QUERY'() {
+        return { statusCode: 200, statusDescription: 'OK', body: durables.list() };
+      },
+      async 'SUBSCRIPTION-DELETE'(req) {
+        const container = String(req.body?.container ?? ''), link = String(req.body?.link ?? req.name ?? '');
+        if (!durables.delete(subscriptionKey(container, link))) return { statusCode: 404, statusDescription: `no durable subscription ${container}/${link}` };
+        return { statusCode: 204, statusDescription: 'No Content' };
+      },
+    },
+    async start(b) {
+      await durables.load(b.store, b.committer);
+      durablesByBroker.set(b, durables);
+      b.nodes.onDeleted.push((q) => durables.deleteForQueue(q.name));
+    },
+  };
+}

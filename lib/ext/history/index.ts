@@ -1,0 +1,79 @@
+/**
+ * History (semantics.md 6): a SOW queue keeps superseded versions for `sow.history.window`
+ * (at most one per `sow.history.granularity`), purged by a background sweep; a `sow` or
+ * `sow_and_subscribe` with a bookmark answers with the state at that point. Builds on the
+ * `sow` extension: the versions are written by its structure in each event's batch, and the
+ * historical snapshot is streamed by its consumer (historical-scan.ts). docs/sow.md.
+ */
+import type { Extension } from '../../core/extensions.js';
+import type { Queue } from '../../core/queue/queue.js';
+import { TidemarkError, Conditions } from '../../core/errors.js';
+import { toDurationMs } from '../../address/index.js';
+import { SowStructure } from '../sow/sow-structure.js';
+import { commandOf, openSowLink } from '../sow/links.js';
+import { openAtBookmark, type Bookmark } from '../sow/bookmark.js';
+import type { SowPlan } from '../sow/sow-consumer.js';
+import type { LinkCommand } from '../sow/links.js';
+import type { ConsumerRequest } from '../../core/extensions.js';
+import type { DeliverySink } from '../../core/queue/delivery.js';
+import { logger } from '../../core/log.js';
+
+const log = logger('history');
+
+export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Extension {
+  let timer: NodeJS.Timeout | undefined;
+
+  /** The historical answer at the bookmark's SCN `resolved` (undefined for `0` / `now`). */
+  function openHistorical(s: SowStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }, resolved: number | undefined) {
+    const q = s.queue;
+    const bm = c.bookmark;
+    const S = bm.kind === 'now' ? q.committedScn : bm.kind === 'epoch' ? 0 : resolved ?? 0;
+    const plan: SowPlan = { command: c.command, options: c.options, completedMarker: false, annotate: req.annotate };
+    // A point older than the window answers with nothing.
+    plan.historicalScn = bm.kind === 'time' && bm.ms < q.ctx.clock.now() - s.settings.historyWindow! ? -1 : S;
+    if (c.command === 'sow_and_subscribe') {
+      if (s.oldestLogScn > 0 && S + 1 < s.oldestLogScn) throw new TidemarkError(Conditions.scnNotFound, `the log of ${q.name} no longer covers SCN ${S} (oldest ${s.oldestLogScn})`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': S } });
+      plan.completedMarker = true;
+    }
+    return openSowLink(s, req, sink, plan);
+  }
+
+  return {
+    name: 'history',
+    requires: ['sow'],
+    queueArguments: [
+      { name: 'sow.history.window', strict: true, parse: (v) => toDurationMs('sow.history.window', v) },
+      { name: 'sow.history.granularity', strict: true, parse: (v) => toDurationMs('sow.history.granularity', v) },
+    ],
+    validateArguments(args) {
+      if (args['sow.key'] === undefined) {
+        for (const k of ['sow.history.window', 'sow.history.granularity']) if (args[k] !== undefined) throw new Error(`${k} needs sow.key: history is kept per SOW key`);
+      }
+    },
+    configureQueue({ queue, arguments: args }) {
+      const window = args['sow.history.window'] as number | undefined;
+      if (window === undefined || !(queue.structure instanceof SowStructure)) return;
+      queue.structure.keepHistory(window, (args['sow.history.granularity'] as number | undefined) ?? 0);
+    },
+    openConsumer(queue: Queue, req, sink) {
+      if (!(queue.structure instanceof SowStructure)) return undefined;
+      const c = commandOf(req);
+      if (!c.bookmark || (c.command !== 'sow' && c.command !== 'sow_and_subscribe')) return undefined;
+      const s = queue.structure;
+      if (!s.hasHistory) throw new TidemarkError(Conditions.invalidField, `queue ${queue.name} keeps no history (sow.history.window): a ${c.command} with a bookmark cannot be answered`);
+      const withBookmark = { ...c, bookmark: c.bookmark };
+      return openAtBookmark(queue, c.bookmark, sink, (scn) => openHistorical(s, req, sink, withBookmark, scn));
+    },
+    start(b) {
+      timer = setInterval(() => {
+        const now = b.clock.now();
+        for (const q of b.nodes.list()) {
+          if (!(q.structure instanceof SowStructure) || !q.structure.hasHistory) continue;
+          q.structure.sweepHistory(now).catch((err) => log.error('history purge failed', { queue: q.name, err }));
+        }
+      }, opts.sweepIntervalMs ?? 1000);
+      timer.unref();
+    },
+    stop() { if (timer) clearInterval(timer); },
+  };
+}

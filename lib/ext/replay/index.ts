@@ -1,0 +1,97 @@
+/**
+ * Replay (semantics.md 7): the transaction log of a queue, bounded by `log.retention` and
+ * `log.max_count` and trimmed in the background, and `subscribe` from a bookmark (`0`, an
+ * SCN, an instant, `now`): the logged events after it, then `completed`, then live, with
+ * `bookmark_not_found` deciding what a bookmark older than the log gets (wire.md 5). On a
+ * SOW queue the events come from its log (through the `sow` extension's consumer); on a
+ * plain queue from the entries it still holds.
+ */
+import type { Extension, ConsumerRequest } from '../../core/extensions.js';
+import type { Queue } from '../../core/queue/queue.js';
+import type { DeliverySink } from '../../core/queue/delivery.js';
+import { ListStructure } from '../../core/queue/list-structure.js';
+import { TidemarkError, Conditions } from '../../core/errors.js';
+import { toDurationMs, toInt } from '../../address/index.js';
+import { SowStructure } from '../sow/sow-structure.js';
+import { commandOf, openSowLink, type LinkCommand } from '../sow/links.js';
+import { listAnnotations, listMarker } from '../sow/index.js';
+import { openAtBookmark, type Bookmark } from '../sow/bookmark.js';
+import { MarkerSink } from '../sow/marker-sink.js';
+import type { CommandOptions } from '../sow/options.js';
+import { logger } from '../../core/log.js';
+
+const log = logger('replay');
+
+/** Where a replay starts, per bookmark_not_found when the bookmark is older than the log. */
+export function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options: CommandOptions, oldest: number): number {
+  // `0` (and bookmark_not_found=epoch) means everything retained: start before the oldest event.
+  const epoch = oldest > 0 ? oldest - 1 : 0;
+  if (bm.kind === 'now') return q.committedScn;
+  if (bm.kind === 'epoch') return epoch;
+  const mode = options.bookmark_not_found ?? (bm.kind === 'scn' ? 'fail' : 'now');
+  if (oldest > 0 && resolvedScn + 1 < oldest) {
+    if (mode === 'fail') {
+      throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.kind === 'scn' ? bm.scn : bm.text} is older than the retained log of ${q.name} (oldest SCN ${oldest})`, { info: { 'oldest-scn': oldest, 'requested-scn': resolvedScn } });
+    }
+    return mode === 'epoch' ? epoch : q.committedScn;
+  }
+  return resolvedScn;
+}
+
+export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extension {
+  let timer: NodeJS.Timeout | undefined;
+
+  function openOnSow(s: SowStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }, resolved: number | undefined) {
+    const replayAfter = replayStart(s.queue, c.bookmark, resolved ?? 0, c.options, s.oldestLogScn);
+    return openSowLink(s, req, sink, { command: 'subscribe', options: c.options, replayAfter, completedMarker: true, annotate: req.annotate });
+  }
+
+  /** A plain queue replays the entries it still holds (browsed), then stays live. */
+  function openOnList(queue: Queue, list: ListStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }) {
+    const markers = new MarkerSink(sink);
+    let start: number;
+    const bm = c.bookmark;
+    if (bm.kind === 'time') {
+      start = 0;
+      for (const e of list.list.live()) { if (e.ts > bm.ms) break; start = e.scn; }
+    } else start = replayStart(queue, bm, bm.kind === 'scn' ? bm.scn : 0, c.options, list.stats().oldestScn);
+    return list.openConsumer({ ...req, mode: 'copy' }, markers, {
+      startAfterScn: start, annotate: listAnnotations, onCaughtUp: () => listMarker(markers, 'completed', queue.committedScn),
+    });
+  }
+
+  return {
+    name: 'replay',
+    requires: ['sow'],
+    queueArguments: [
+      { name: 'log.retention', strict: true, parse: (v) => toDurationMs('log.retention', v) },
+      { name: 'log.max_count', strict: true, parse: (v) => toInt('log.max_count', v, { min: 1 }) },
+    ],
+    configureQueue({ queue, arguments: args }) {
+      if (!(queue.structure instanceof SowStructure)) return;
+      queue.structure.boundLog(args['log.retention'] as number | undefined, args['log.max_count'] as number | undefined);
+    },
+    openConsumer(queue, req, sink) {
+      const c = commandOf(req);
+      if (!c.bookmark || (c.command !== 'subscribe' && c.command !== 'default')) return undefined;
+      const withBookmark = { ...c, bookmark: c.bookmark };
+      if (queue.structure instanceof SowStructure) {
+        const s = queue.structure;
+        return openAtBookmark(queue, c.bookmark, sink, (scn) => openOnSow(s, req, sink, withBookmark, scn));
+      }
+      if (queue.structure instanceof ListStructure) return openOnList(queue, queue.structure, req, sink, withBookmark);
+      return undefined;
+    },
+    start(b) {
+      timer = setInterval(() => {
+        const now = b.clock.now();
+        for (const q of b.nodes.list()) {
+          if (!(q.structure instanceof SowStructure)) continue;
+          q.structure.trimLog(now).catch((err) => log.error('log retention failed', { queue: q.name, err }));
+        }
+      }, opts.trimIntervalMs ?? 1000);
+      timer.unref();
+    },
+    stop() { if (timer) clearInterval(timer); },
+  };
+}
