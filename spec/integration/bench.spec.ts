@@ -11,6 +11,23 @@ describe('tidemark-bench (smoke)', function () {
   this.timeout(90000);
   const b = useBroker();
 
+  it('with --broker-pid, reports the broker CPU per published and consumed message', async () => {
+    // The test broker runs in this process, so its PID is ours.
+    const res = await runTool('tidemark-bench', [
+      '--url', b.get().url, '--address', 'cpu', '--json', '--no-progress', '-n', '2000', '--size', '100', '--keys', '20',
+      '--workloads', 'publish,consume', '--broker-pid', String(process.pid),
+    ], { timeoutMs: 80000 });
+    expect(res.code, res.stderr).to.equal(0);
+    const out = JSON.parse(res.stdout);
+    const r = out.rounds[0].results.A;
+    for (const w of ['publish', 'consume']) {
+      expect(r[w].broker_cpu_us_per_msg, w).to.be.a('number').and.greaterThan(0);
+      expect(out.summary[`${w} cpu`]).to.include({ unit: 'broker CPU µs/msg', better: 'lower' });
+      expect(out.summary[`${w} cpu`].A_median).to.be.closeTo(r[w].broker_cpu_us_per_msg, 0.1);
+    }
+    expect(res.stderr).to.match(/publish cpu\s+broker CPU µs\/msg/);
+  });
+
   it('runs every workload with tiny N and prints a JSON result', async () => {
     const res = await runTool('tidemark-bench', [
       '--url', b.get().url, '--address', 'smoke', '--json', '--no-progress',

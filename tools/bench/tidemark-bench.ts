@@ -70,8 +70,8 @@ main(async () => {
     .option('sow-key', { type: 'string', default: '/id', describe: 'sow.key of declared SOW queues' })
     .option('history-window', { type: 'string', default: '1d', describe: 'sow.history.window of declared SOW queues' })
     .option('history-granularity', { type: 'string', default: '0s', describe: 'sow.history.granularity of declared SOW queues' })
-    .option('broker-pid', { type: 'number', describe: 'PID of broker A on this machine: report its RSS after each round' })
-    .option('vs-broker-pid', { type: 'number', describe: 'PID of broker B on this machine' })
+    .option('broker-pid', { type: 'number', describe: 'PID of broker A on this machine: report its RSS after each round and its CPU per message for publish and consume' })
+    .option('vs-broker-pid', { type: 'number', describe: 'PID of broker B on this machine (RSS, CPU per message)' })
     .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout (the table goes to stderr)' })
     .option('progress', { type: 'boolean', describe: 'progress bar on stderr (default: when stderr is a terminal)' })
     .strict()
@@ -111,17 +111,17 @@ main(async () => {
   async function runOn(t: W.Target, r: number): Promise<Record<string, Result>> {
     const out: Record<string, Result> = {};
     const q = queueFor(t, r);
+    const brokerPid = t.side === 'A' ? argv['broker-pid'] : argv['vs-broker-pid'];
     if (workloads.includes('publish') || workloads.includes('consume')) {
-      const pub = await guarded(() => W.publish(t, q, load, progress) as any);
+      const pub = await guarded(() => W.withBrokerCpu(brokerPid, 'accepted', () => W.publish(t, q, load, progress)) as any);
       if (workloads.includes('publish')) out.publish = pub;
       if (workloads.includes('consume')) {
         const n = typeof pub.accepted === 'number' ? (pub.accepted as number) : 0;
-        out.consume = n > 0 ? await guarded(() => W.consume(t, q, n, load.window, progress) as any) : { skipped: 'nothing was published' };
+        out.consume = n > 0 ? await guarded(() => W.withBrokerCpu(brokerPid, 'received', () => W.consume(t, q, n, load.window, progress)) as any) : { skipped: 'nothing was published' };
       }
     }
     if (workloads.includes('memory')) {
-      const pid = t.side === 'A' ? argv['broker-pid'] : argv['vs-broker-pid'];
-      out.memory = await guarded(() => W.memory(t, queueFor(t, r, '-mem'), load, argv['memory-from'], argv['memory-to'], pid, progress) as any);
+      out.memory = await guarded(() => W.memory(t, queueFor(t, r, '-mem'), load, argv['memory-from'], argv['memory-to'], brokerPid, progress) as any);
     }
     if (workloads.includes('latency')) out.latency = await guarded(() => W.latency(t, queueFor(t, r, '-lat'), load, argv['latency-rate'], argv['latency-count'], progress) as any);
     const sowWanted = SOW_WORKLOADS.filter((w) => workloads.includes(w));
@@ -169,8 +169,15 @@ main(async () => {
 
   // summary: per workload, the metric on each side per round, ratios A/B per round, medians
   const summary: Record<string, unknown> = {};
-  for (const w of workloads) {
-    const m = METRIC[w];
+  const rows: Array<[string, Workload, { key: string; unit: string; better: 'higher' | 'lower' }]> = workloads.map((w) => [w, w, METRIC[w]]);
+  // Broker CPU per message (with --broker-pid / --vs-broker-pid): on a small shared machine the
+  // client's own CPU caps both brokers' rates, so this is the figure that compares the brokers.
+  for (const w of ['publish', 'consume'] as const) {
+    if (workloads.includes(w) && roundsOut.some((ro) => typeof ro.results.A?.[w]?.broker_cpu_us_per_msg === 'number')) {
+      rows.push([`${w} cpu`, w, { key: 'broker_cpu_us_per_msg', unit: 'broker CPU µs/msg', better: 'lower' }]);
+    }
+  }
+  for (const [name, w, m] of rows) {
     const vals = (side: 'A' | 'B') => roundsOut.map((ro) => { const v = ro.results[side]?.[w]?.[m.key]; return typeof v === 'number' ? v : NaN; });
     const a = vals('A');
     const entry: Record<string, unknown> = { metric: m.key, unit: m.unit, better: m.better, A: a.map(round), A_median: round(median(a)) };
@@ -187,7 +194,7 @@ main(async () => {
       const bErr = roundsOut.map((ro) => ro.results.B?.[w]?.error).filter(Boolean);
       if (bErr.length) entry.B_errors = bErr;
     }
-    summary[w] = entry;
+    summary[name] = entry;
   }
 
   // issue 9 targets, where this run measured them

@@ -4,6 +4,7 @@
  * Counting rules: publish counts only `accepted` outcomes; consume and replay count data
  * messages only (Tidemark's group/completed markers are not counted).
  */
+import { readFile } from 'node:fs/promises';
 import { r, connect, openSender, openReceiver, tmFilters, cmdOf, scnOf, isMarker, type Conn } from './amqp.js';
 import { percentile } from './stats.js';
 import type { Progress } from './progress.js';
@@ -348,11 +349,34 @@ export async function memory(t: Target, queue: string, load: Load, from: number,
   return { from_events: from, to_events: to, rss_from_kb: a, rss_to_kb: b, growth: b / a };
 }
 
+/** CPU time (user + system, ms) a local process has used, from /proc; undefined when not readable. */
+export async function cpuMs(pid: number | undefined): Promise<number | undefined> {
+  if (!pid) return undefined;
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces), in USER_HZ = 100 ticks/s.
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch { return undefined; }
+}
+
+/**
+ * Runs a workload and adds the broker's CPU per message (`broker_cpu_us_per_msg`, over the
+ * result's `countKey`) when the broker's PID is known.
+ */
+export async function withBrokerCpu<T extends object>(pid: number | undefined, countKey: keyof T & string, run: () => Promise<T>): Promise<T & { broker_cpu_us_per_msg?: number }> {
+  const before = await cpuMs(pid);
+  const res = await run();
+  const after = await cpuMs(pid);
+  const n = Number((res as Record<string, unknown>)[countKey]);
+  if (before === undefined || after === undefined || !(n > 0)) return res;
+  return { ...res, broker_cpu_us_per_msg: ((after - before) * 1000) / n };
+}
+
 /** Resident memory of a local process (kB), from /proc; undefined when not readable. */
 export async function rssKb(pid: number | undefined): Promise<number | undefined> {
   if (!pid) return undefined;
   try {
-    const { readFile } = await import('node:fs/promises');
     const m = /VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) : undefined;
   } catch { return undefined; }
