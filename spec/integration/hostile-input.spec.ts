@@ -214,6 +214,18 @@ const cases: Case[] = [
     const d = c.find('disposition');
     if (d && !c.find('close')) expect(JSON.stringify(d.fields)).to.not.include('"descriptor":36'); // not accepted
   } },
+  ...([
+    ['an array of 2^31 uuids in a 13-byte body', '005377f0000000057fffffff98'],
+    ['an array of 2^31 zero-width nulls', '005377f0000000057fffffff40'],
+    ['a list announcing 2^31 items', '005377d0000000057fffffff'],
+    ['a map announcing 2^32-2 items in application-properties', '005374d100000005fffffffe'],
+  ] as const).map(([what, hex]): Case => ({ layer: 'link', name: `transfer with ${what} (rhea would exhaust memory)`, async run({ opened }) {
+    const c = await opened(); c.write(senderAttach('bomb', F.target({ address: t.str('hostile.bomb') })));
+    await c.waitFor((x) => !!x.find('flow'), 3000);
+    c.write(F.transfer({ handle: t.uint(0), payload: Buffer.from(hex, 'hex') }));
+    // A decode error ends the connection with a reason; the broker lives on (checked after each case).
+    await expectClose(c, ['amqp:decode-error']);
+  } })),
 
   // --- rhea client: node properties, sizes, limits ---
   { layer: 'client', name: "qpid.max_count: 'abc' is an invalid field naming the argument", async run({ conn }) {

@@ -82,7 +82,9 @@ function guardArrayDecoding(): void {
   if (Reader.prototype[ARRAY_GUARD]) return;
   const readItems = Reader.prototype.read_array_items;
   Reader.prototype.read_array_items = function (n: number, type: any) {
-    if (n > 65536 && n > this.buffer.length - this.position) throw new ProtocolError(`array of ${n} elements exceeds the frame`);
+    if (n > 65536 && n > this.buffer.length - this.position) {
+      throw Object.assign(new ProtocolError(`malformed array: ${n} elements announced, ${this.buffer.length - this.position} bytes left`), { condition: 'amqp:decode-error' });
+    }
     return readItems.call(this, n, type);
   };
   Reader.prototype[ARRAY_GUARD] = true;
