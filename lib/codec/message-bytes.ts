@@ -20,6 +20,145 @@ export interface SectionIndex {
 
 export class MessageFormatError extends Error {}
 
+// ---------------------------------------------------------------------------------------------
+// Structural walk. Delivery rewrites only need to know where values end, not what they hold, so
+// the hot paths below step over values by their constructors (rhea's own type table gives each
+// typecode's width and category) without building any objects. The walk is strict: anything it
+// is not sure about (an unknown typecode, a value running past the end, a compound whose size
+// disagrees with its items, very deep nesting, an odd section descriptor or annotation key)
+// returns -1 and the caller falls back to the full rhea decode below, so odd input behaves
+// exactly as it always did, errors included.
+// ---------------------------------------------------------------------------------------------
+
+/** rhea's type table (types.js TypeDesc: typecode -> width, category), flattened for lookup. */
+const BY_CODE: Record<number, { width: number; category: number } | undefined> = amqpTypes.by_code;
+const CAT_FIXED = BY_CODE[0x40]!.category;
+const CAT_VARIABLE = BY_CODE[0xa1]!.category;
+const CAT_COMPOUND = BY_CODE[0xc0]!.category;
+const CAT_ARRAY = BY_CODE[0xe0]!.category;
+/** Category by typecode; 0 = not a type rhea knows. */
+const CATEGORY = new Uint8Array(256);
+/** Width by typecode: of the value (fixed), or of its size and count fields. */
+const WIDTH = new Uint8Array(256);
+for (let code = 1; code < 256; code++) {
+  const t = BY_CODE[code];
+  if (t) { CATEGORY[code] = t.category; WIDTH[code] = t.width; }
+}
+/** Deeper than this is left to rhea (which is what always handled it). */
+const MAX_DEPTH = 32;
+
+function readSize(b: Buffer, p: number, width: number): number {
+  return width === 1 ? b[p] : b.readUInt32BE(p);
+}
+
+/** End of the value (constructor, descriptors included) at `p`, or -1. Never reads at or past `lim`. */
+function skipValue(b: Buffer, p: number, lim: number, depth: number): number {
+  if (depth > MAX_DEPTH) return -1;
+  while (p < lim && b[p] === 0x00) {
+    p = skipValue(b, p + 1, lim, depth + 1); // descriptor
+    if (p < 0) return -1;
+  }
+  if (p >= lim) return -1;
+  return skipBody(b, b[p], p + 1, lim, depth);
+}
+
+/** End of a value of typecode `code` whose encoding (after the constructor) starts at `p`, or -1. */
+function skipBody(b: Buffer, code: number, p: number, lim: number, depth: number): number {
+  const cat = CATEGORY[code];
+  const w = WIDTH[code];
+  if (cat === CAT_FIXED) return p + w <= lim ? p + w : -1;
+  if (cat === 0 || p + w > lim) return -1;
+  const end = p + w + readSize(b, p, w);
+  if (end > lim) return -1;
+  if (cat === CAT_VARIABLE) return end;
+  if (p + 2 * w > end) return -1;
+  const count = readSize(b, p + w, w);
+  let q = p + 2 * w;
+  if (cat === CAT_COMPOUND) {
+    for (let i = 0; i < count; i++) {
+      q = skipValue(b, q, end, depth + 1);
+      if (q < 0) return -1;
+    }
+  } else if (cat === CAT_ARRAY) {
+    while (q < end && b[q] === 0x00) {
+      q = skipValue(b, q + 1, end, depth + 1); // element descriptor
+      if (q < 0) return -1;
+    }
+    if (q >= end) return -1;
+    const ec = b[q++];
+    if (CATEGORY[ec] === CAT_FIXED) {
+      q += count * WIDTH[ec];
+    } else if (CATEGORY[ec] !== 0) {
+      for (let i = 0; i < count; i++) {
+        q = skipBody(b, ec, q, end, depth + 1);
+        if (q < 0) return -1;
+      }
+    } else {
+      return -1;
+    }
+  } else {
+    return -1;
+  }
+  return q === end ? end : -1;
+}
+
+const SYM_HEADER = Buffer.from('amqp:header:list', 'ascii');
+const SYM_DELIVERY_ANN = Buffer.from('amqp:delivery-annotations:map', 'ascii');
+const SYM_MESSAGE_ANN = Buffer.from('amqp:message-annotations:map', 'ascii');
+const REST = 0x73;
+
+/** Section code of a symbolic descriptor in b[s, e): as sectionCode() maps the decoded string. */
+function symbolicCode(b: Buffer, s: number, e: number): number {
+  // rhea decodes symbols as 'ascii' (high bit dropped): leave non-ASCII names to it.
+  for (let i = s; i < e; i++) if (b[i] >= 0x80) return -1;
+  if (SYM_HEADER.compare(b, s, e) === 0) return HEADER;
+  if (SYM_DELIVERY_ANN.compare(b, s, e) === 0) return DELIVERY_ANN;
+  if (SYM_MESSAGE_ANN.compare(b, s, e) === 0) return MESSAGE_ANN;
+  return REST;
+}
+
+/** indexSections without decoding: null when anything is unusual (the caller then decodes). */
+function indexSectionsFast(b: Buffer): SectionIndex | null {
+  const len = b.length;
+  const idx: SectionIndex = { restStart: len };
+  let p = 0;
+  while (p < len) {
+    if (b[p] !== 0x00 || p + 2 > len) return null;
+    const dc = b[p + 1];
+    let code: number;
+    let vs: number;
+    if (dc === 0x53) { // smallulong
+      if (p + 3 > len) return null;
+      code = b[p + 2];
+      vs = p + 3;
+    } else if (dc === 0x80) { // ulong
+      if (p + 10 > len) return null;
+      const hi = b.readUInt32BE(p + 2), lo = b.readUInt32BE(p + 6);
+      code = hi === 0 ? lo : REST;
+      vs = p + 10;
+    } else if (dc === 0xa3 || dc === 0xb3) { // sym8 / sym32
+      const w = dc === 0xa3 ? 1 : 4;
+      if (p + 2 + w > len) return null;
+      const s = p + 2 + w;
+      const e = s + readSize(b, p + 2, w);
+      if (e > len) return null;
+      code = symbolicCode(b, s, e);
+      if (code < 0) return null;
+      vs = e;
+    } else {
+      return null;
+    }
+    const end = skipValue(b, vs, len, 0);
+    if (end < 0) return null;
+    if (code === HEADER) idx.header = [p, end];
+    else if (code === MESSAGE_ANN) idx.annotations = [p, end];
+    else if (code === DELIVERY_ANN) { /* dropped on the way out */ }
+    else { idx.restStart = p; break; }
+    p = end;
+  }
+  return idx;
+}
+
 function sectionCode(desc: any): number {
   const v = desc?.value;
   if (typeof v === 'number') return v;
@@ -34,8 +173,8 @@ function sectionCode(desc: any): number {
   return Number(v);
 }
 
-/** Walks the top-level sections once. Throws MessageFormatError on malformed input. */
-export function indexSections(bytes: Buffer): SectionIndex {
+/** The full-decode walk: the reference behaviour, used for anything the fast walk declines. */
+function indexSectionsDecoded(bytes: Buffer): SectionIndex {
   const r = new amqpTypes.Reader(bytes);
   const idx: SectionIndex = { restStart: bytes.length };
   try {
@@ -56,6 +195,14 @@ export function indexSections(bytes: Buffer): SectionIndex {
   return idx;
 }
 
+/**
+ * Walks the top-level sections once (up to and including the first section after the
+ * annotations). Throws MessageFormatError on malformed input.
+ */
+export function indexSections(bytes: Buffer): SectionIndex {
+  return indexSectionsFast(bytes) ?? indexSectionsDecoded(bytes);
+}
+
 /** Header fields we may rewrite. Absent = AMQP default. */
 export interface HeaderFields {
   durable?: boolean;
@@ -71,54 +218,151 @@ export function readHeader(bytes: Buffer, idx: SectionIndex): HeaderFields {
   return { durable: m.durable, priority: m.priority, ttl: m.ttl, first_acquirer: m.first_acquirer, delivery_count: m.delivery_count };
 }
 
-function encodeHeader(h: HeaderFields): Buffer {
-  const w = new amqpTypes.Writer();
-  w.write(amqpMessage.header(h).described());
-  return w.toBuffer();
+interface KeptPairs { raw: Buffer[]; count: number; length: number }
+const NO_PAIRS: KeptPairs = { raw: [], count: 0, length: 0 };
+const OUR_PREFIX = Buffer.from('x-opt-tm-', 'ascii');
+
+/**
+ * Whether the key at b[ks] is one of ours (`x-opt-tm-*`, as String(decoded key) would say), or -1
+ * when the key is not a string, symbol or binary (left to the decoding path).
+ */
+function isOurKey(b: Buffer, ks: number, lim: number): number {
+  if (ks >= lim) return -1;
+  const kc = b[ks];
+  let w: number;
+  if (kc === 0xa1 || kc === 0xa3 || kc === 0xa0) w = 1;
+  else if (kc === 0xb1 || kc === 0xb3 || kc === 0xb0) w = 4;
+  else return -1;
+  const s = ks + 1 + w;
+  if (s > lim) return -1;
+  const n = readSize(b, ks + 1, w);
+  if (n < OUR_PREFIX.length || s + OUR_PREFIX.length > lim) return 0;
+  // Symbols decode as 'ascii' (high bit dropped); strings and binaries as UTF-8, where these
+  // ASCII characters can only come from the same bytes.
+  const mask = kc === 0xa3 || kc === 0xb3 ? 0x7f : 0xff;
+  for (let i = 0; i < OUR_PREFIX.length; i++) if ((b[s + i] & mask) !== OUR_PREFIX[i]) return 0;
+  return 1;
+}
+
+/** keptAnnotationPairs without decoding: null when anything is unusual. */
+function keptAnnotationPairsFast(b: Buffer, s: number, e: number): KeptPairs | null {
+  if (b[s] !== 0x00) return null;
+  let q = skipValue(b, s + 1, e, 0); // descriptor
+  if (q < 0 || q >= e) return null;
+  const code = b[q++];
+  if (code === 0x40) return NO_PAIRS;
+  const w = code === 0xc1 ? 1 : code === 0xd1 ? 4 : 0;
+  if (w === 0 || q + 2 * w > e) return null;
+  const n = readSize(b, q + w, w);
+  if (n % 2 !== 0) return null;
+  q += 2 * w;
+  const raw: Buffer[] = [];
+  let count = 0, length = 0;
+  let runStart = -1; // start of the current run of kept pairs
+  for (let i = 0; i < n; i += 2) {
+    const ks = q;
+    const ours = isOurKey(b, ks, e);
+    if (ours < 0) return null;
+    const ke = skipValue(b, ks, e, 0);
+    if (ke < 0) return null;
+    q = skipValue(b, ke, e, 0);
+    if (q < 0) return null;
+    if (ours) {
+      if (runStart >= 0) { raw.push(b.subarray(runStart, ks)); runStart = -1; }
+    } else {
+      if (runStart < 0) runStart = ks;
+      count += 2;
+      length += q - ks;
+    }
+  }
+  if (runStart >= 0) raw.push(b.subarray(runStart, q));
+  return { raw, count, length };
 }
 
 /**
  * Message annotation pairs of the original, raw, without keys starting with `x-opt-tm-`
  * (ours are replaced, never duplicated: a map must not repeat a key [AMQP 1.6.23]).
  */
-function keptAnnotationPairs(bytes: Buffer, idx: SectionIndex): { raw: Buffer[]; count: number } {
-  if (!idx.annotations) return { raw: [], count: 0 };
-  const r = new amqpTypes.Reader(bytes.subarray(idx.annotations[0], idx.annotations[1]));
+function keptAnnotationPairs(bytes: Buffer, s: number, e: number): KeptPairs {
+  return keptAnnotationPairsFast(bytes, s, e) ?? keptAnnotationPairsDecoded(bytes, s, e);
+}
+
+/** The decoding version: the reference behaviour, for anything the fast walk declines. */
+function keptAnnotationPairsDecoded(bytes: Buffer, s: number, e: number): KeptPairs {
+  const r = new amqpTypes.Reader(bytes.subarray(s, e));
   r.read_constructor(); // descriptor + map typecode
   // read_constructor consumed the map typecode; rewind one byte to read it ourselves.
   r.position -= 1;
   const code = r.read_typecode();
-  if (code === 0x40) return { raw: [], count: 0 }; // null map
+  if (code === 0x40) return NO_PAIRS; // null map
   const width = code === 0xc1 ? 1 : 4;
   r.read_uint(width); // size
   const n = r.read_uint(width);
   const raw: Buffer[] = [];
-  let count = 0;
+  let count = 0, length = 0;
   for (let i = 0; i < n; i += 2) {
     const ks = r.position;
     const key = r.read();
     r.read();
     const k = String(key?.value ?? key);
     if (k.startsWith('x-opt-tm-')) continue;
-    raw.push(r.buffer.subarray(ks, r.position));
+    const pair = r.buffer.subarray(ks, r.position);
+    raw.push(pair);
+    length += pair.length;
     count += 2;
   }
-  return { raw, count };
+  return { raw, count, length };
 }
 
-/** Encodes our annotations as typed map pairs (keys are symbols). */
-function encodePairs(ann: Record<string, unknown>): { buf: Buffer; count: number } {
-  const w = new amqpTypes.Writer();
-  let count = 0;
-  for (const [k, v] of Object.entries(ann)) {
-    if (v === undefined) continue;
-    w.write(amqpTypes.wrap_symbol(k));
-    w.write(amqpTypes.wrap(v));
-    count += 2;
-  }
-  return { buf: w.toBuffer(), count };
+/** Encoded annotation keys (symbols), each encoded once by rhea. */
+const KEY_BYTES = new Map<string, Buffer>();
+/** Encoded symbol values (`x-opt-tm-cmd`, `x-opt-tm-oof-reason`: a handful of names), likewise. */
+const SYMBOL_VALUE_BYTES = new Map<string, Buffer>();
+const CACHE_MAX = 1024;
+const SYM8 = BY_CODE[0xa3];
+
+/**
+ * Writes `typed` with rhea, or the bytes rhea wrote for it last time under `k`. (A full cache
+ * stops growing: further names are simply encoded each time.)
+ */
+function writeCached(w: any, cache: Map<string, Buffer>, k: string, typed: unknown): void {
+  const b = cache.get(k);
+  if (b !== undefined) { writeRaw(w, b); return; }
+  const start: number = w.position;
+  w.write(typed);
+  if (cache.size < CACHE_MAX) cache.set(k, Buffer.from((w.buffer as Buffer).subarray(start, w.position)));
 }
 
+/**
+ * Appends already-encoded bytes to a rhea Writer. A byte loop: these are a few bytes each, where
+ * Buffer#copy's fixed cost dominates.
+ */
+function writeRaw(w: any, src: Buffer): void {
+  const n = src.length;
+  w.ensure(w.position + n);
+  const dst: Buffer = w.buffer;
+  let p: number = w.position;
+  for (let i = 0; i < n; i++) dst[p++] = src[i];
+  w.position = p;
+}
+
+/** src[s, e) into dst at o; returns the byte count. Byte loop below a size where copy() wins. */
+function copyRange(src: Buffer, s: number, e: number, dst: Buffer, o: number): number {
+  const n = e - s;
+  if (n > 48) return src.copy(dst, o, s, e);
+  for (let i = 0; i < n; i++) dst[o + i] = src[s + i];
+  return n;
+}
+
+/**
+ * One rhea Writer reused by every call (rewriteMessage is synchronous, and resets it first);
+ * replaced when a large value has grown it, so it never pins much memory.
+ */
+const WRITER_SIZE = 4096;
+const WRITER_KEEP_MAX = 64 * 1024;
+let writer: any = new amqpTypes.Writer(Buffer.allocUnsafe(WRITER_SIZE));
+
+const NO_KEYS: string[] = [];
 const ANN_PREFIX = Buffer.from([0x00, 0x53, MESSAGE_ANN]);
 
 /**
@@ -127,23 +371,68 @@ const ANN_PREFIX = Buffer.from([0x00, 0x53, MESSAGE_ANN]);
  */
 export function rewriteMessage(bytes: Buffer, idx: SectionIndex, header: HeaderFields | null, annotations: Record<string, unknown> | null): Buffer {
   if (!header && !annotations && !idx.annotations && idx.restStart === 0) return bytes;
-  const parts: Buffer[] = [];
-  if (header) parts.push(encodeHeader(header));
-  else if (idx.header) parts.push(bytes.subarray(idx.header[0], idx.header[1]));
-  if (annotations && Object.keys(annotations).length > 0) {
-    const kept = keptAnnotationPairs(bytes, idx);
-    const ours = encodePairs(annotations);
-    const body = Buffer.concat([...kept.raw, ours.buf]);
-    const head = Buffer.alloc(9);
-    head[0] = 0xd1;
-    head.writeUInt32BE(body.length + 4, 1);
-    head.writeUInt32BE(kept.count + ours.count, 5);
-    parts.push(ANN_PREFIX, head, body);
-  } else if (idx.annotations) {
-    parts.push(bytes.subarray(idx.annotations[0], idx.annotations[1]));
+  const keys = annotations ? Object.keys(annotations) : NO_KEYS;
+  // Section ranges clamped to the buffer as subarray() would (rhea's decoder, which indexes
+  // input the fast walk declines, can report an end past a truncated last value).
+  const len = bytes.length;
+  const rs = Math.min(idx.restStart, len);
+  const h = idx.header, a = idx.annotations;
+  const hs = h ? Math.min(h[0], len) : 0, he = h ? Math.max(hs, Math.min(h[1], len)) : 0;
+  const as = a ? Math.min(a[0], len) : 0, ae = a ? Math.max(as, Math.min(a[1], len)) : 0;
+  if (!header && keys.length === 0) {
+    // Copy-through of the original header and annotations (delivery annotations dropped).
+    let at = 0;
+    if (h) at = hs === at ? he : -1;
+    if (a && at >= 0) at = as === at ? ae : -1;
+    if (at === rs) return bytes; // nothing dropped or reordered: the same bytes
+    const out = Buffer.allocUnsafe(he - hs + (ae - as) + (len - rs));
+    let o = copyRange(bytes, hs, he, out, 0);
+    o += copyRange(bytes, as, ae, out, o);
+    bytes.copy(out, o, rs);
+    return out;
   }
-  parts.push(bytes.subarray(idx.restStart));
-  return Buffer.concat(parts);
+  const w = writer;
+  w.position = 0;
+  if (header) w.write(amqpMessage.header(header).described());
+  const hdrEnd: number = w.position;
+  let kept = NO_PAIRS, oursCount = 0;
+  if (keys.length > 0) {
+    if (a) kept = keptAnnotationPairs(bytes, as, ae);
+    for (let i = 0; i < keys.length; i++) {
+      const v = annotations![keys[i]];
+      if (v === undefined) continue;
+      const k = keys[i];
+      const kb = KEY_BYTES.get(k);
+      if (kb !== undefined) writeRaw(w, kb);
+      else writeCached(w, KEY_BYTES, k, amqpTypes.wrap_symbol(k));
+      const t = amqpTypes.wrap(v);
+      if (t.type === SYM8 && typeof t.value === 'string' && t.descriptor === undefined) writeCached(w, SYMBOL_VALUE_BYTES, t.value, t);
+      else w.write(t);
+      oursCount += 2;
+    }
+  }
+  const oursEnd: number = w.position;
+  const buf: Buffer = w.buffer;
+  if (buf.length > WRITER_KEEP_MAX) writer = new amqpTypes.Writer(Buffer.allocUnsafe(WRITER_SIZE));
+
+  const hdrLen = header ? hdrEnd : he - hs;
+  const bodyLen = kept.length + (oursEnd - hdrEnd);
+  const annLen = keys.length > 0 ? ANN_PREFIX.length + 9 + bodyLen : ae - as;
+  const out = Buffer.allocUnsafe(hdrLen + annLen + (len - rs));
+  let o = header ? copyRange(buf, 0, hdrEnd, out, 0) : copyRange(bytes, hs, he, out, 0);
+  if (keys.length > 0) {
+    o += copyRange(ANN_PREFIX, 0, ANN_PREFIX.length, out, o);
+    out[o] = 0xd1; // map32: size, count
+    out.writeUInt32BE(bodyLen + 4, o + 1);
+    out.writeUInt32BE(kept.count + oursCount, o + 5);
+    o += 9;
+    for (const r of kept.raw) o += copyRange(r, 0, r.length, out, o);
+    o += copyRange(buf, hdrEnd, oursEnd, out, o);
+  } else {
+    o += copyRange(bytes, as, ae, out, o);
+  }
+  bytes.copy(out, o, rs);
+  return out;
 }
 
 /** Encodes a fresh message (markers, management replies). */
