@@ -56,6 +56,10 @@ export interface CheckpointPlan {
 
 interface Row { key: string; scn: number; ts: number; bytes: Buffer }
 
+/** Snapshot rows read per fetch; the next fetch starts when this many are left to send. */
+const SNAPSHOT_CHUNK = 512;
+const SNAPSHOT_LOW_WATER = 256;
+
 /** Log events read per replay fetch (bounded memory per link: ~LOG_CHUNK messages). */
 const LOG_CHUNK = 1000;
 
@@ -265,7 +269,7 @@ export class SowConsumer implements Consumer {
     if (this.#fetching || this.#rowsDone || !this.#snapshotCursor) return;
     this.#fetching = true;
     try {
-      const batch = await this.#snapshotCursor.next(256);
+      const batch = await this.#snapshotCursor.next(SNAPSHOT_CHUNK);
       if (batch.length === 0) { this.#rowsDone = true; await this.#releaseSnapshot(); }
       // A bootstrap snapshot resumed on a later link reads today's records: those changed after
       // the bootstrap's start SCN are left to catch-up (semantics.md 8), which replays them.
@@ -566,6 +570,12 @@ export class SowConsumer implements Consumer {
   /** Queues a message; pump sends queued messages under credit before the next event. */
   #emit(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent): void { this.#outbox.push({ bytes, ann, ev }); }
 
+  /** A streamed `top_n` query has sent its page: nothing more to read. */
+  #pageFull(): boolean {
+    const n = this.#plan.options.top_n;
+    return !this.#sortedLoaded && n !== undefined && this.#sent >= n;
+  }
+
   pump(): void {
     if (this.#pumping || this.#closed) return;
     this.#pumping = true;
@@ -579,6 +589,8 @@ export class SowConsumer implements Consumer {
         if (this.#phase === 'snapshot') {
           if (this.#rows.length) {
             const r = this.#rows.shift()!;
+            // Read the next chunk while this one is sent, so the link never waits on LevelDB.
+            if (this.#rows.length === SNAPSHOT_LOW_WATER && !this.#rowsDone && !this.#pageFull()) void this.#fetchSnapshot();
             if (this.#plan.replaceFrom && !this.#replaceRow(r)) continue;
             if (this.#sortedLoaded || this.#admitRow(r)) {
               this.#sent++;
@@ -589,8 +601,7 @@ export class SowConsumer implements Consumer {
             }
             continue;
           }
-          const o = this.#plan.options;
-          const full = !this.#sortedLoaded && o.top_n !== undefined && this.#sent >= o.top_n;
+          const full = this.#pageFull();
           if (!this.#rowsDone && !full) { void this.#fetchSnapshot(); break; }
           if (full && !this.#rowsDone) { this.#rowsDone = true; void this.#releaseSnapshot(); }
           const boot = this.#plan.checkpoint?.bootstrap;
