@@ -405,6 +405,7 @@ export function rewriteMessage(bytes: Buffer, idx: SectionIndex, header: HeaderF
       const kb = KEY_BYTES.get(k);
       if (kb !== undefined) writeRaw(w, kb);
       else writeCached(w, KEY_BYTES, k, amqpTypes.wrap_symbol(k));
+      if (v instanceof EncodedValue) { writeRaw(w, v.bytes); oursCount += 2; continue; }
       const t = amqpTypes.wrap(v);
       if (t.type === SYM8 && typeof t.value === 'string' && t.descriptor === undefined) writeCached(w, SYMBOL_VALUE_BYTES, t.value, t);
       else w.write(t);
@@ -433,6 +434,62 @@ export function rewriteMessage(bytes: Buffer, idx: SectionIndex, header: HeaderF
   }
   bytes.copy(out, o, rs);
   return out;
+}
+
+/** An annotation value already encoded as AMQP bytes: rewriteMessage copies it as it is. */
+export class EncodedValue {
+  constructor(readonly bytes: Buffer) {}
+}
+
+/** Encoded string map keys, each encoded by rhea once (the checkpoint map's field names). */
+const MAP_KEY_BYTES = new Map<string, Buffer>();
+let mapWriter: any = new amqpTypes.Writer(Buffer.allocUnsafe(WRITER_SIZE));
+
+/** Encoded map entries without the map's constructor: a constant part to start maps with. */
+export interface EncodedPairs { readonly bytes: Buffer; readonly count: number }
+
+/** Writes the entries' pairs into `w` (string keys encoded by rhea once, then cached); returns the item count. */
+function writeStringKeyedPairs(w: any, entries: Record<string, unknown>): number {
+  let count = 0;
+  for (const k in entries) {
+    const v = entries[k];
+    if (v === undefined) continue;
+    const kb = MAP_KEY_BYTES.get(k);
+    if (kb !== undefined) writeRaw(w, kb);
+    else writeCached(w, MAP_KEY_BYTES, k, amqpTypes.wrap_string(k));
+    w.write(amqpTypes.wrap(v));
+    count += 2;
+  }
+  return count;
+}
+
+/** The pairs of a map with string keys, to begin several maps with (see encodeStringKeyedMap). */
+export function encodeStringKeyedPairs(entries: Record<string, unknown>): EncodedPairs {
+  const w = mapWriter;
+  w.position = 0;
+  const count = writeStringKeyedPairs(w, entries);
+  return { bytes: Buffer.from((w.buffer as Buffer).subarray(0, w.position)), count };
+}
+
+/**
+ * A map with string keys, encoded as rhea's wrap_map encodes it (map32, keys as strings),
+ * with the keys' bytes cached: the `x-opt-tm-checkpoint` map goes on every message of a
+ * checkpoint link, always with the same field names. Values go through rhea. `head`: pairs
+ * encoded once that come first (the fields that do not change along a snapshot).
+ */
+export function encodeStringKeyedMap(entries: Record<string, unknown>, head?: EncodedPairs): EncodedValue {
+  const w = mapWriter;
+  w.position = 9; // map32 constructor, size and count: filled in below
+  if (head) writeRaw(w, head.bytes);
+  const count = (head?.count ?? 0) + writeStringKeyedPairs(w, entries);
+  const n: number = w.position;
+  const out = Buffer.allocUnsafe(n);
+  (w.buffer as Buffer).copy(out, 0, 0, n);
+  out[0] = 0xd1;
+  out.writeUInt32BE(n - 5, 1);
+  out.writeUInt32BE(count, 5);
+  if ((w.buffer as Buffer).length > WRITER_KEEP_MAX) mapWriter = new amqpTypes.Writer(Buffer.allocUnsafe(WRITER_SIZE));
+  return new EncodedValue(out);
 }
 
 /** Encodes a fresh message (markers, management replies). */

@@ -6,6 +6,7 @@
  */
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { typed } from '../../codec/amqp.js';
+import { encodeStringKeyedMap, encodeStringKeyedPairs, type EncodedValue } from '../../codec/message-bytes.js';
 
 export const MODES = ['ONLINE_CONSUMPTION', 'BOOTSTRAP_SNAPSHOT', 'BOOTSTRAP_CATCHUP'] as const;
 export type Mode = (typeof MODES)[number];
@@ -79,14 +80,42 @@ export function parseCheckpoint(v: unknown): Checkpoint {
   return cp;
 }
 
-/** The checkpoint as an AMQP map for `x-opt-tm-checkpoint`. */
-export function encodeCheckpoint(cp: Checkpoint): unknown {
+/** The fields in the order they go on the wire. */
+const FIELDS: ReadonlyArray<keyof Checkpoint> = ['consumption_mode', 'windowScn', 'prevScn', 'windowOffset', 'tsNsecs', 'bootstrap_since_scn', 'bootstrap_start_scn', 'bootstrap_target_scn', 'catchup_offset', 'snapshot_offset'];
+
+/** The checkpoint's fields as AMQP values (numbers as long, wire.md 6). */
+function checkpointFields(cp: Checkpoint): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(cp)) {
+  for (const k of FIELDS) {
+    const v = cp[k];
     if (v === undefined) continue;
     out[k] = typeof v === 'number' ? typed.long(v) : v;
   }
-  return typed.map(out);
+  return out;
+}
+
+/** `x-opt-tm-checkpoint` for a delivery built by rewriteMessage (every message of a checkpoint link). */
+export function encodeCheckpoint(cp: Checkpoint): EncodedValue {
+  return encodeStringKeyedMap(checkpointFields(cp));
+}
+
+/**
+ * `x-opt-tm-checkpoint` of the records of a bootstrap snapshot from SCN `S`: only
+ * snapshot_offset changes from one record to the next, so the rest is encoded once.
+ */
+export function snapshotCheckpointEncoder(S: number): (lastKey: string) => EncodedValue {
+  const head = encodeStringKeyedPairs(checkpointFields(snapshotCheckpoint(S, undefined)));
+  return (lastKey) => encodeStringKeyedMap({ snapshot_offset: lastKey }, head);
+}
+
+/** The checkpoint after the snapshot record `lastKey` of a bootstrap from SCN `S` (undefined: none yet). */
+export function snapshotCheckpoint(S: number, lastKey: string | undefined): Checkpoint {
+  return { consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: S, prevScn: S, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: S, snapshot_offset: lastKey };
+}
+
+/** `x-opt-tm-checkpoint` for a message encoded by rhea (markers). */
+export function checkpointMap(cp: Checkpoint): unknown {
+  return typed.map(checkpointFields(cp));
 }
 
 /** Follows windows as events pass, to say what a consumer has consumed after each one. */

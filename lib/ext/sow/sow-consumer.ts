@@ -15,11 +15,11 @@ import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn } from '../../core/
 import { decodeEvent } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { MessageEnv } from '../../core/queue/filter-env.js';
-import { rewriteMessage, indexSections, encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
+import { rewriteMessage, indexSections, encodeMessage, decodeMessage, type EncodedValue } from '../../codec/message-bytes.js';
 import { typed } from '../../codec/amqp.js';
 import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
-import { encodeCheckpoint, type Checkpoint, type WindowTracker } from '../checkpoints/checkpoint.js';
+import { encodeCheckpoint, checkpointMap, snapshotCheckpoint, snapshotCheckpointEncoder, type Checkpoint, type WindowTracker } from '../checkpoints/checkpoint.js';
 import { SOW, sowKeyOf } from './tables.js';
 import { HistoricalScan } from './historical-scan.js';
 import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';
@@ -128,7 +128,7 @@ export class SowConsumer implements Consumer {
       return;
     }
     const ann: Record<string, unknown> = { 'x-opt-tm-cmd': typed.symbol(cmd) };
-    if (cp) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(cp);
+    if (cp) ann['x-opt-tm-checkpoint'] = checkpointMap(cp);
     if (scn !== undefined) ann['x-opt-tm-scn'] = typed.ulong(scn);
     if (this.#queryId() && cmd !== 'completed') ann['x-opt-tm-query-id'] = this.#queryId();
     this.#sink.marker(encodeMessage({ message_annotations: ann, body: null }), position);
@@ -182,6 +182,7 @@ export class SowConsumer implements Consumer {
   /** Bootstrap SNAPSHOT: current records in key order (after the resume key), at a quiescent point. */
   #startBootstrapSnapshot(boot: NonNullable<CheckpointPlan['bootstrap']>): void {
     const q = this.#s.queue;
+    this.#snapshotCheckpointBytes = undefined; // a restarted bootstrap has a new start SCN
     q.ctx.committer.atQuiescentPoint(() => {
       if (this.#closed) return;
       const S = q.committedScn;
@@ -205,19 +206,25 @@ export class SowConsumer implements Consumer {
   }
 
   #snapshotCheckpoint(lastKey: string | undefined): Checkpoint {
-    const S = this.#plan.checkpoint!.bootstrap!.start!;
-    return { consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: S, prevScn: S, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: S, snapshot_offset: lastKey };
+    return snapshotCheckpoint(this.#plan.checkpoint!.bootstrap!.start!, lastKey);
   }
+
+  /** Encodes the checkpoint of each bootstrap snapshot record (set with the snapshot's start). */
+  #snapshotCheckpointBytes?: (lastKey: string) => EncodedValue;
 
   /** The checkpoint after event `ev` was consumed (tracker already advanced). */
   #eventCheckpoint(ev: SowEvent): Checkpoint {
     const cp = this.#plan.checkpoint!;
-    const online = cp.tracker.online();
+    const t = cp.tracker;
     const boot = cp.bootstrap;
     if (boot && boot.target !== undefined && ev.scn < boot.target) {
-      return { ...online, consumption_mode: 'BOOTSTRAP_CATCHUP', bootstrap_since_scn: 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: ev.scn };
+      // (A literal, not a spread of online(): this runs for every catch-up event.)
+      return {
+        consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: t.windowScn, prevScn: t.prevScn, windowOffset: t.windowOffset, tsNsecs: t.tsNsecs,
+        bootstrap_since_scn: 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: ev.scn,
+      };
     }
-    return online;
+    return t.online();
   }
 
   #matches(env: MessageEnv): boolean {
@@ -596,7 +603,8 @@ export class SowConsumer implements Consumer {
               this.#sent++;
               if (this.#track) this.#delivered.add(r.key);
               const ann = this.#annotations('sow', r.scn, r.key, r.ts);
-              if (this.#plan.checkpoint?.bootstrap) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#snapshotCheckpoint(r.key));
+              const boot = this.#plan.checkpoint?.bootstrap;
+              if (boot) ann['x-opt-tm-checkpoint'] = (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(boot.start!))(r.key);
               this.#send(r.bytes, ann);
             }
             continue;

@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { amqpTypes, amqpMessage, typed } from '../../../lib/codec/amqp.js';
-import { indexSections, rewriteMessage, MessageFormatError, type SectionIndex, type HeaderFields } from '../../../lib/codec/message-bytes.js';
+import { indexSections, rewriteMessage, encodeStringKeyedMap, MessageFormatError, type SectionIndex, type HeaderFields } from '../../../lib/codec/message-bytes.js';
 
 // ------------------------------------------------------------------------------------------
 // Reference: the decoding implementation (rhea's Reader over every section it walks).
@@ -360,5 +360,26 @@ describe('message bytes (indexSections, rewriteMessage)', () => {
       proto.read_array_items = readArrayItems;
     }
     expect(n).to.be.greaterThan(4000);
+  });
+});
+
+describe('encodeStringKeyedMap (the checkpoint map on every message)', () => {
+  const rheaBytes = (v: unknown) => { const w = new amqpTypes.Writer(); w.write(amqpTypes.wrap(v)); return w.toBuffer(); };
+  it('encodes exactly as rhea encodes the same map, on the first call and from the key cache', () => {
+    const fields = (scn: number, key?: string) => ({ consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: typed.long(scn), prevScn: typed.long(scn - 1), windowOffset: typed.long(-1), skipped: undefined, snapshot_offset: key });
+    for (const [scn, key] of [[5, 'k1'], [300000, 'x'.repeat(300)], [2 ** 40, undefined]] as const) {
+      const f = fields(scn, key);
+      const expected = rheaBytes(typed.map(Object.fromEntries(Object.entries(f).filter(([, v]) => v !== undefined))));
+      expect(encodeStringKeyedMap(f).bytes.equals(expected)).to.equal(true);
+      expect(encodeStringKeyedMap(f).bytes.equals(expected)).to.equal(true); // keys now cached
+    }
+  });
+  it('rewriteMessage copies an EncodedValue annotation as it is', () => {
+    const bytes = amqpMessage.encode({ body: 'x' });
+    const cp = encodeStringKeyedMap({ windowScn: typed.long(7) });
+    const out = rewriteMessage(bytes, indexSections(bytes), null, { 'x-opt-tm-checkpoint': cp });
+    const viaRhea = rewriteMessage(bytes, indexSections(bytes), null, { 'x-opt-tm-checkpoint': typed.map({ windowScn: typed.long(7) }) });
+    expect(out.equals(viaRhea)).to.equal(true);
+    expect(amqpMessage.decode(out).message_annotations['x-opt-tm-checkpoint']).to.deep.equal({ windowScn: 7 });
   });
 });

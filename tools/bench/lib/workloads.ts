@@ -267,37 +267,63 @@ export async function sowAndSubscribe(t: Target, ds: SowDataset, size: number, w
   } finally { if (tick) clearInterval(tick); progress.end(); await cr.close(); await cp.close(); }
 }
 
-export interface BootstrapResult { snapshot_records: number; catchup_events: number; seconds: number; load_rate_target: number; load_published: number }
+export interface BootstrapResult { snapshot_records: number; catchup_events: number; seconds: number; load_rate_target: number; load_published: number; paused_seconds?: number }
 
 /**
  * Bootstrap of a consumer that fell off the log (semantics.md 8): a `tidemark:checkpoint:map`
- * with windowScn 0 on the SOW dataset while a publisher keeps writing at `loadRate`; measures
- * attach to the `completed` marker (snapshot + catch-up done, consumer online).
+ * with windowScn 0 on the SOW dataset; measures attach to the `completed` marker (snapshot +
+ * catch-up done, consumer online).
+ *
+ * With `catchup` = 0, a publisher keeps writing at `loadRate` meanwhile, so the catch-up holds
+ * whatever arrived during the snapshot. With `catchup` = N, the catch-up holds exactly N
+ * events: the consumer takes the group_begin marker (sent once the snapshot point is fixed),
+ * N events are published and accepted while it holds no more credit, then it reads on at full
+ * speed; the pause is reported and not counted (`seconds` is the consumer's streaming time).
  */
-export async function bootstrap(t: Target, ds: SowDataset, size: number, window: number, loadRate: number, progress: Progress): Promise<BootstrapResult> {
+export async function bootstrap(t: Target, ds: SowDataset, size: number, window: number, loadRate: number, progress: Progress, catchup = 0): Promise<BootstrapResult> {
   const cp = await connect(t.url);
   const cr = await connect(t.url);
   let tick: NodeJS.Timeout | undefined;
   try {
-    const load = startLoad(await openSender(cp, senderTarget(t, ds.queue)), ds, size, loadRate);
-    tick = load.timer;
-    progress.begin(`bootstrap ${t.side}`, ds.keys);
+    const load = catchup > 0 ? undefined : startLoad(await openSender(cp, senderTarget(t, ds.queue)), ds, size, loadRate);
+    tick = load?.timer;
+    progress.begin(`bootstrap ${t.side}`, ds.keys + catchup);
     const t0 = performance.now();
+    let paused = 0;
     const checkpoint = { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 0, prevScn: 0, windowOffset: -1 };
-    const rcv = cr.connection.open_receiver({ source: { address: ds.queue, filter: tmFilters({ checkpoint }) }, credit_window: window, autoaccept: true });
+    const rcv = cr.connection.open_receiver({ source: { address: ds.queue, filter: tmFilters({ checkpoint }) }, credit_window: 0, autoaccept: true });
+    // Manual credit: one message (group_begin) first when the catch-up is prepared, then a window topped up at half.
+    const topUp = () => { if (rcv.credit < window / 2) rcv.add_credit(window - rcv.credit); };
+    rcv.once('receiver_open', () => (catchup > 0 ? rcv.add_credit(1) : topUp()));
     const res = await new Promise<{ records: number; events: number }>((resolve, reject) => {
-      let records = 0, events = 0, last = performance.now();
-      const stall = setInterval(() => { if (performance.now() - last > 15000) { clearInterval(stall); reject(new Error(`bootstrap stalled after ${records} records, ${events} events`)); } }, 500);
+      let records = 0, events = 0, last = performance.now(), preparing = false;
+      const stall = setInterval(() => { if (!preparing && performance.now() - last > 15000) { clearInterval(stall); reject(new Error(`bootstrap stalled after ${records} records, ${events} events`)); } }, 500);
+      stall.unref?.();
       rcv.on('message', (ctx: any) => {
         last = performance.now();
         const cmd = cmdOf(ctx.message);
         if (cmd === 'completed') { clearInterval(stall); resolve({ records, events }); return; }
-        if (cmd === 'sow') { records++; progress.update(records); } else if (cmd === 'publish' || cmd === 'delete') events++;
+        if (cmd === 'sow') { records++; progress.update(records + events); } else if (cmd === 'publish' || cmd === 'delete') { events++; progress.update(records + events); }
+        // group_begin comes once the snapshot point is fixed (its checkpoint names it).
+        if (catchup > 0 && cmd === 'group_begin' && !preparing && paused === 0) {
+          preparing = true;
+          const p0 = performance.now();
+          const quiet: Progress = { begin() {}, update() {}, end() {} } as unknown as Progress;
+          publish(t, ds.queue, { count: catchup, size, keys: ds.keys, window }, quiet, { keyOffset: 0 }).then((r) => {
+            if (r.accepted !== catchup) throw new Error(`catch-up load: only ${r.accepted}/${catchup} accepted`);
+            paused = (performance.now() - p0) / 1000;
+            preparing = false;
+            last = performance.now();
+            topUp();
+          }).catch((e) => { clearInterval(stall); reject(e); });
+          return;
+        }
+        if (!preparing) topUp();
       });
     });
-    const seconds = (performance.now() - t0) / 1000;
+    const seconds = (performance.now() - t0) / 1000 - paused;
     progress.end();
-    return { snapshot_records: res.records, catchup_events: res.events, seconds, load_rate_target: loadRate, load_published: load.published() };
+    return { snapshot_records: res.records, catchup_events: res.events, seconds, load_rate_target: catchup > 0 ? 0 : loadRate, load_published: catchup > 0 ? catchup : load!.published(), ...(catchup > 0 ? { paused_seconds: paused } : {}) };
   } finally { if (tick) clearInterval(tick); progress.end(); await cr.close(); await cp.close(); }
 }
 
