@@ -28,6 +28,21 @@ describe('tidemark-bench (smoke)', function () {
     expect(res.stderr).to.match(/publish cpu\s+broker CPU µs\/msg/);
   });
 
+  it('bootstrap with --bootstrap-catchup N: exactly N catch-up events after the snapshot, the pause reported', async () => {
+    const res = await runTool('tidemark-bench', [
+      '--url', b.get().url, '--address', 'bootcu', '--json', '--no-progress', '--workloads', 'bootstrap',
+      '--sow-keys', '50', '--sow-versions', '1', '--bootstrap-catchup', '30',
+    ], { timeoutMs: 80000 });
+    expect(res.code, res.stderr).to.equal(0);
+    const out = JSON.parse(res.stdout);
+    const r = out.rounds[0].results.A.bootstrap;
+    expect(r).to.include({ snapshot_records: 50, catchup_events: 30, load_published: 30 });
+    expect(r.paused_seconds).to.be.greaterThan(0);
+    expect(r.seconds).to.be.greaterThan(0);
+    expect(out.params.bootstrap_catchup).to.equal(30);
+    expect(out.goals.map((g: any) => g.target)).to.include('bootstrap <= 3 s');
+  });
+
   it('runs every workload with tiny N and prints a JSON result', async () => {
     const res = await runTool('tidemark-bench', [
       '--url', b.get().url, '--address', 'smoke', '--json', '--no-progress',
