@@ -31,7 +31,7 @@ describe('tidemark-bench (smoke)', function () {
   it('bootstrap with --bootstrap-catchup N: exactly N catch-up events after the snapshot, the pause reported', async () => {
     const res = await runTool('tidemark-bench', [
       '--url', b.get().url, '--address', 'bootcu', '--json', '--no-progress', '--workloads', 'bootstrap',
-      '--sow-keys', '50', '--sow-versions', '1', '--bootstrap-catchup', '30',
+      '--sow-keys', '50', '--sow-versions', '1', '--bootstrap-catchup', '30', '--settle', '1',
     ], { timeoutMs: 80000 });
     expect(res.code, res.stderr).to.equal(0);
     const out = JSON.parse(res.stdout);
@@ -40,6 +40,8 @@ describe('tidemark-bench (smoke)', function () {
     expect(r.paused_seconds).to.be.greaterThan(0);
     expect(r.seconds).to.be.greaterThan(0);
     expect(out.params.bootstrap_catchup).to.equal(30);
+    // --settle without --broker-pid waits the whole time it is given
+    expect(out.rounds[0].results.A.sow_dataset.settled_seconds).to.be.within(0.9, 3);
     expect(out.goals.map((g: any) => g.target)).to.include('bootstrap <= 3 s');
   });
 

@@ -65,6 +65,7 @@ main(async () => {
     .option('sow-keys', { type: 'number', default: 10000, describe: 'SOW workloads: keys in the dataset' })
     .option('sow-versions', { type: 'number', default: 10, describe: 'SOW workloads: versions per key (events = keys x versions)' })
     .option('load-rate', { type: 'number', default: 2000, describe: 'sow-and-subscribe, bootstrap: background publish rate (msg/s)' })
+    .option('settle', { type: 'number', default: 0, describe: 'SOW workloads: seconds to let the broker settle after loading the dataset (LevelDB compaction), at most; with --broker-pid it ends once the broker is idle' })
     .option('bootstrap-catchup', { type: 'number', default: 0, describe: 'bootstrap: exactly this many catch-up events, published while the consumer holds its snapshot point (instead of --load-rate during it); the pause is not timed' })
     .option('replay-count', { type: 'number', describe: 'replay: events replayed (default --count, at most the dataset)' })
     .option('query-timeout', { type: 'number', default: 120, describe: 'sow/historical query: seconds without any delivery before giving up' })
@@ -135,6 +136,7 @@ main(async () => {
       const loadRes = await guarded(async () => { ds = await W.loadSowDataset(t, dsq, keys, versions, load.size, load.window, progress); return ds as any; });
       out.sow_dataset = loadRes;
       if (!ds) { for (const w of sowWanted) out[w] = { skipped: 'SOW dataset did not load: ' + loadRes.error }; return out; }
+      if (argv.settle > 0) (out.sow_dataset as Record<string, unknown>).settled_seconds = await W.settleBroker(brokerPid, argv.settle);
       const d = ds;
       // SCN numbering: the sow query's group_end is the last committed SCN; the dataset's first event is group_end - events + 1.
       let lastScn = -1;
@@ -214,7 +216,7 @@ main(async () => {
   const out = {
     tool: 'tidemark-bench',
     version: 1,
-    params: { count: load.count, size: load.size, keys: load.keys, window: load.window, rounds, workloads, latency_rate: argv['latency-rate'], latency_count: argv['latency-count'], sow_keys: argv['sow-keys'], sow_versions: argv['sow-versions'], load_rate: argv['load-rate'], bootstrap_catchup: argv['bootstrap-catchup'], memory_from: argv['memory-from'], memory_to: argv['memory-to'], durable: true },
+    params: { count: load.count, size: load.size, keys: load.keys, window: load.window, rounds, workloads, latency_rate: argv['latency-rate'], latency_count: argv['latency-count'], sow_keys: argv['sow-keys'], sow_versions: argv['sow-versions'], load_rate: argv['load-rate'], bootstrap_catchup: argv['bootstrap-catchup'], settle: argv.settle, memory_from: argv['memory-from'], memory_to: argv['memory-to'], durable: true },
     targets: targets.map((t) => ({ side: t.side, url: redact(t.url), address: t.address, declare: t.declare, product: t.product, tidemark: t.tidemark })),
     rounds: roundsOut,
     summary,

@@ -387,6 +387,25 @@ export async function cpuMs(pid: number | undefined): Promise<number | undefined
 }
 
 /**
+ * Waits up to `maxSeconds` for the broker to go quiet after a large load (LevelDB compacts
+ * hundreds of MB for a while, and a query timed meanwhile measures the compaction too): with
+ * its PID, until it used under 10% of a core over one second; without, the whole time.
+ * Resolves with the seconds waited.
+ */
+export async function settleBroker(pid: number | undefined, maxSeconds: number): Promise<number> {
+  const t0 = performance.now();
+  const elapsed = () => (performance.now() - t0) / 1000;
+  let before = await cpuMs(pid);
+  while (elapsed() < maxSeconds) {
+    await new Promise((res) => setTimeout(res, 1000));
+    const now = await cpuMs(pid);
+    if (before !== undefined && now !== undefined && now - before < 100) break;
+    before = now;
+  }
+  return elapsed();
+}
+
+/**
  * Runs a workload and adds the broker's CPU per message (`broker_cpu_us_per_msg`, over the
  * result's `countKey`) when the broker's PID is known.
  */
