@@ -11,14 +11,12 @@ import { TidemarkError, Conditions } from '../../core/errors.js';
 import { toDurationMs } from '../../address/index.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { commandOf, openSowLink } from '../sow/links.js';
+import { everySowQueue } from '../sow/index.js';
 import { openAtBookmark, type Bookmark } from '../sow/bookmark.js';
 import type { SowPlan } from '../sow/sow-consumer.js';
 import type { LinkCommand } from '../sow/links.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
 import type { DeliverySink } from '../../core/queue/delivery.js';
-import { logger } from '../../core/log.js';
-
-const log = logger('history');
 
 export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Extension {
   let timer: NodeJS.Timeout | undefined;
@@ -65,14 +63,7 @@ export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Exten
       return openAtBookmark(queue, c.bookmark, sink, (scn) => openHistorical(s, req, sink, withBookmark, scn));
     },
     start(b) {
-      timer = setInterval(() => {
-        const now = b.clock.now();
-        for (const q of b.nodes.list()) {
-          if (!(q.structure instanceof SowStructure) || !q.structure.hasHistory) continue;
-          q.structure.sweepHistory(now).catch((err) => log.error('history purge failed', { queue: q.name, err }));
-        }
-      }, opts.sweepIntervalMs ?? 1000);
-      timer.unref();
+      timer = everySowQueue(b, opts.sweepIntervalMs ?? 1000, 'history purge', async (s, now) => { if (s.hasHistory) await s.sweepHistory(now); });
     },
     stop() { if (timer) clearInterval(timer); },
   };

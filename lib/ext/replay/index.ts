@@ -14,13 +14,10 @@ import { TidemarkError, Conditions } from '../../core/errors.js';
 import { toDurationMs, toInt } from '../../address/index.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { commandOf, openSowLink, type LinkCommand } from '../sow/links.js';
-import { listAnnotations, listMarker } from '../sow/index.js';
+import { listAnnotations, listMarker, everySowQueue } from '../sow/index.js';
 import { openAtBookmark, type Bookmark } from '../sow/bookmark.js';
 import { MarkerSink } from '../sow/marker-sink.js';
 import type { CommandOptions } from '../sow/options.js';
-import { logger } from '../../core/log.js';
-
-const log = logger('replay');
 
 /** Where a replay starts, per bookmark_not_found when the bookmark is older than the log. */
 export function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options: CommandOptions, oldest: number): number {
@@ -83,14 +80,7 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
       return undefined;
     },
     start(b) {
-      timer = setInterval(() => {
-        const now = b.clock.now();
-        for (const q of b.nodes.list()) {
-          if (!(q.structure instanceof SowStructure)) continue;
-          q.structure.trimLog(now).catch((err) => log.error('log retention failed', { queue: q.name, err }));
-        }
-      }, opts.trimIntervalMs ?? 1000);
-      timer.unref();
+      timer = everySowQueue(b, opts.trimIntervalMs ?? 1000, 'log retention', (s, now) => s.trimLog(now));
     },
     stop() { if (timer) clearInterval(timer); },
   };

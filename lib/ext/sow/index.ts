@@ -41,6 +41,21 @@ export function listMarker(markers: MarkerSink, cmd: string, scn?: number): void
   markers.marker(encodeMessage({ message_annotations: { 'x-opt-tm-cmd': typed.symbol(cmd), ...(scn !== undefined ? { 'x-opt-tm-scn': typed.ulong(scn) } : {}) }, body: null }));
 }
 
+/**
+ * A background task over every SOW queue, every `ms` (expiry here, the log trim in replay,
+ * the history sweep in history). A failing step is logged and retried on the next tick.
+ */
+export function everySowQueue(b: BrokerContext, ms: number, what: string, step: (s: SowStructure, now: number) => Promise<unknown>): NodeJS.Timeout {
+  const timer = setInterval(() => {
+    const now = b.clock.now();
+    for (const q of b.nodes.list()) {
+      if (q.structure instanceof SowStructure) step(q.structure, now).catch((err) => log.error(`${what} failed`, { queue: q.name, err }));
+    }
+  }, ms);
+  timer.unref();
+  return timer;
+}
+
 export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extension {
   let timer: NodeJS.Timeout | undefined;
   /** Which of the extensions that act on a bookmark are enabled (set at start). */
@@ -120,14 +135,7 @@ export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extensio
     },
     start(b: BrokerContext) {
       enabled = { history: b.extensions.has('history'), replay: b.extensions.has('replay') };
-      timer = setInterval(() => {
-        const now = b.clock.now();
-        for (const q of b.nodes.list()) {
-          if (!(q.structure instanceof SowStructure)) continue;
-          q.structure.expireDue(now).catch((err) => log.error('expiry failed', { queue: q.name, err }));
-        }
-      }, opts.expiryIntervalMs ?? 1000);
-      timer.unref();
+      timer = everySowQueue(b, opts.expiryIntervalMs ?? 1000, 'expiry', (s, now) => s.expireDue(now));
     },
     stop() { if (timer) clearInterval(timer); },
   };
