@@ -14,7 +14,7 @@ import { ListStructure } from '../../core/queue/list-structure.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { SowConsumer, type CheckpointPlan } from '../sow/sow-consumer.js';
-import { commandOf, listAnnotations } from '../sow/index.js';
+import { commandOf, listAnnotations, COMMAND, BOOKMARK, OPTIONS } from '../sow/index.js';
 import { MarkerSink } from '../sow/marker-sink.js';
 import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
 import { DurableSubscriptions, DurableSink, subscriptionKey } from './durable.js';
@@ -86,6 +86,11 @@ function openCheckpointed(queue: Queue, req: ConsumerRequest, sink: DeliverySink
   });
 }
 
+/** A link with a Tidemark command filter (wire.md 4), a checkpoint included. */
+function isCommandLink(req: ConsumerRequest): boolean {
+  return req.filters.has(COMMAND) || req.filters.has(BOOKMARK) || req.filters.has(OPTIONS) || req.filters.has(CHECKPOINT);
+}
+
 export function checkpointsExtension(): Extension {
   const durables = new DurableSubscriptions();
 
@@ -121,7 +126,7 @@ export function checkpointsExtension(): Extension {
     filters: [{ symbol: CHECKPOINT, parse: (v) => ({ data: parseCheckpoint(v) }) }],
     openConsumer(queue, req, sink, next) {
       // Durable where the broker can keep a position: SOW and browse-only queues, command links.
-      if (req.durable && (queue.structure instanceof SowStructure || queue.browseOnly || req.annotate)) return openDurable(queue, req, sink, next);
+      if (req.durable && (queue.structure instanceof SowStructure || queue.browseOnly || isCommandLink(req))) return openDurable(queue, req, sink, next);
       const cp = req.filters.get(CHECKPOINT)?.data as Checkpoint | undefined;
       return cp ? openCheckpointed(queue, req, sink, cp) : undefined;
     },
