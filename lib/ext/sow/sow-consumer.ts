@@ -597,7 +597,8 @@ export class SowConsumer implements Consumer {
           if (this.#rows.length) {
             const r = this.#rows.shift()!;
             // Read the next chunk while this one is sent, so the link never waits on LevelDB.
-            if (this.#rows.length === SNAPSHOT_LOW_WATER && !this.#rowsDone && !this.#pageFull()) void this.#fetchSnapshot();
+            // (At or below the mark, not at it: a historical chunk picks fewer rows than it reads.)
+            if (this.#rows.length <= SNAPSHOT_LOW_WATER && !this.#fetching && !this.#rowsDone && !this.#pageFull()) void this.#fetchSnapshot();
             if (this.#plan.replaceFrom && !this.#replaceRow(r)) continue;
             if (this.#sortedLoaded || this.#admitRow(r)) {
               this.#sent++;
