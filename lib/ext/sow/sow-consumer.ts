@@ -60,6 +60,9 @@ interface Row { key: string; scn: number; ts: number; bytes: Buffer }
 const SNAPSHOT_CHUNK = 512;
 const SNAPSHOT_LOW_WATER = 256;
 
+/** The next log read starts when this many fetched events are left to send. */
+const LOG_LOW_WATER = 500;
+
 /** Log events read per replay fetch (bounded memory per link: ~LOG_CHUNK messages). */
 const LOG_CHUNK = 1000;
 
@@ -84,6 +87,8 @@ export class SowConsumer implements Consumer {
   #completedSent = false;
   /** Log rows fetched while behind the ring. */
   #logRows: SowEvent[] = [];
+  /** Bumped when #logRows is reset, so a read started before cannot refill it. */
+  #logGeneration = 0;
   #fetching = false;
   #pumping = false;
   #closed = false;
@@ -465,7 +470,14 @@ export class SowConsumer implements Consumer {
   /** Next event after the position: from the ring, or from the log when behind it. */
   #nextEvent(): SowEvent | undefined | 'wait' {
     const s = this.#s;
-    if (this.#logRows.length) return this.#logRows.shift();
+    if (this.#logRows.length) {
+      const ev = this.#logRows.shift()!;
+      // Read the next log chunk while this one is sent, unless the ring takes over after it.
+      if (this.#logRows.length === LOG_LOW_WATER && !this.#fetching && s.ringIndexAfter(this.#logRows[LOG_LOW_WATER - 1].scn) < 0) {
+        this.#fetchLog().catch((err) => this.#fail(err));
+      }
+      return ev;
+    }
     if (this.#position >= s.queue.committedScn) return undefined;
     const i = s.ringIndexAfter(this.#position);
     if (i >= 0) return i < s.ring.length ? s.ring[i] : undefined;
@@ -475,6 +487,7 @@ export class SowConsumer implements Consumer {
       this.#plan.checkpoint.bootstrap = {};
       this.#plan.checkpoint.skip = 0;
       this.#logRows = [];
+      this.#logGeneration++; // a log read still in flight belongs to the old position
       this.#rows = []; this.#rowsDone = false; this.#sent = 0; this.#skipped = 0;
       this.#completedSent = false;
       this.#phase = 'starting';
@@ -494,17 +507,22 @@ export class SowConsumer implements Consumer {
   async #fetchLog(): Promise<void> {
     if (this.#fetching) return;
     this.#fetching = true;
+    const generation = this.#logGeneration;
     try {
       const q = this.#s.queue;
-      // One read of up to LOG_CHUNK events per call: replay is a sequence of these.
-      const cursor = q.ctx.store.cursor({ gte: scnKey(CoreTables.log, q.id, this.#position + 1), lt: scnKey(CoreTables.log, q.id, q.committedScn + 1), limit: LOG_CHUNK });
+      // One read of up to LOG_CHUNK events per call, after the last event read (a read-ahead
+      // starts while earlier rows are still waiting to be sent).
+      const pending = this.#logRows.length;
+      const after = pending ? this.#logRows[pending - 1].scn : this.#position;
+      const cursor = q.ctx.store.cursor({ gte: scnKey(CoreTables.log, q.id, after + 1), lt: scnKey(CoreTables.log, q.id, q.committedScn + 1), limit: LOG_CHUNK });
       let rows: Array<[Buffer, Buffer]>;
       try { rows = await cursor.next(LOG_CHUNK); } finally { await cursor.close(); }
+      if (generation !== this.#logGeneration) return;
       for (const [k, v] of rows) {
         const { meta, message } = decodeEvent(v);
-        this.#logRows.push(eventFromLog(readScn(k, 5), meta, message));
+        this.#logRows.push(eventFromLog(readScn(k, 5), meta, message, false));
       }
-      if (!rows.length) this.#position = Math.max(this.#position, q.committedScn);
+      if (!rows.length && this.#logRows.length === 0) this.#position = Math.max(this.#position, q.committedScn);
     } finally { this.#fetching = false; }
     this.pump();
   }

@@ -625,8 +625,13 @@ export class SowStructure implements QueueStructure {
 }
 
 /** A log row as subscribers see it. */
-export function eventFromLog(scn: number, meta: EventMeta, message: Buffer): SowEvent {
-  const ev: SowEvent = { scn, ts: meta.ts, op: (meta.op ?? 'publish') as SowOp, key: meta.key ?? '', bytes: Buffer.from(message), w: meta.w };
+/**
+ * A logged event as a SowEvent. `copy`: keep the message in a buffer of its own (events that
+ * stay in memory, like the ring) rather than a view into the row read from LevelDB (events
+ * sent and dropped, like a replay's).
+ */
+export function eventFromLog(scn: number, meta: EventMeta, message: Buffer, copy = true): SowEvent {
+  const ev: SowEvent = { scn, ts: meta.ts, op: (meta.op ?? 'publish') as SowOp, key: meta.key ?? '', bytes: copy ? Buffer.from(message) : message, w: meta.w };
   if ((meta as SowMeta).expired) ev.expired = true;
   return ev;
 }
