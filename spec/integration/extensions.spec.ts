@@ -5,7 +5,8 @@
  * with a description naming the missing extension, and everything else keeps working.
  */
 import { expect } from 'chai';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { rmSync } from 'node:fs';
+import { startTestBroker, tempDir, type TestBroker } from '../support/broker.js';
 import { connect, openReceiver, collect, send, type Conn } from '../support/client.js';
 import { tmFilters, cmdOf, sowQuery } from '../support/sow-client.js';
 
@@ -70,6 +71,28 @@ describe('extensions: history, replay and checkpoints build on sow', function ()
       expect(cmdOf(got[0])).to.equal('publish');
       expect(got[0].message.message_annotations?.['x-opt-tm-checkpoint']).to.equal(undefined);
     });
+  });
+
+  it('a queue with history, restarted without the history extension, keeps its rows for when it is back', async () => {
+    const dataDir = tempDir();
+    try {
+      let tb = await startTestBroker({}, { dataDir });
+      await send(tb.url, sowQueue('s.back', { 'sow.history.window': '1h' }), [{ body: '{"id":"a","v":1}' }, { body: '{"id":"a","v":2}' }]);
+      await tb.stop();
+      tb = await startTestBroker({ extensions: ['sow', 'replay', 'checkpoints', 'management'] }, { dataDir });
+      try {
+        expect((await sowQuery(tb.url, 's.back')).records.map((m) => JSON.parse(m.message.body).v)).to.deep.equal([2]);
+        const c = await connect(tb.url);
+        try {
+          const r = await refused(c, { address: 's.back', filter: tmFilters({ command: 'sow', bookmark: '1' }) });
+          expect(r.message).to.match(/needs the history extension/);
+        } finally { await c.close(); }
+      } finally { await tb.stop(); }
+      tb = await startTestBroker({}, { dataDir });
+      try {
+        expect((await sowQuery(tb.url, 's.back', { bookmark: '1' })).records.map((m) => JSON.parse(m.message.body).v)).to.deep.equal([1]);
+      } finally { await tb.stop(); }
+    } finally { rmSync(dataDir, { recursive: true, force: true }); }
   });
 
   describe('with all of them (the default)', () => {
