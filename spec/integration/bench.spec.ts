@@ -10,13 +10,15 @@ import { runTool } from '../support/tools.js';
 describe('tidemark-bench (smoke)', function () {
   this.timeout(90000);
   const b = useBroker();
+  /** tidemark-bench against the test broker, JSON on stdout (the table goes to stderr). */
+  const bench = (address: string, args: string[], timeoutMs: number) =>
+    runTool('tidemark-bench', ['--url', b.get().url, '--address', address, '--json', '--no-progress', ...args], { timeoutMs });
 
   it('with --broker-pid, reports the broker CPU per published and consumed message', async () => {
     // The test broker runs in this process, so its PID is ours.
-    const res = await runTool('tidemark-bench', [
-      '--url', b.get().url, '--address', 'cpu', '--json', '--no-progress', '-n', '2000', '--size', '100', '--keys', '20',
-      '--workloads', 'publish,consume', '--broker-pid', String(process.pid),
-    ], { timeoutMs: 80000 });
+    const res = await bench('cpu', [
+      '-n', '2000', '--size', '100', '--keys', '20', '--workloads', 'publish,consume', '--broker-pid', String(process.pid),
+    ], 80000);
     expect(res.code, res.stderr).to.equal(0);
     const out = JSON.parse(res.stdout);
     const r = out.rounds[0].results.A;
@@ -29,10 +31,9 @@ describe('tidemark-bench (smoke)', function () {
   });
 
   it('bootstrap with --bootstrap-catchup N: exactly N catch-up events after the snapshot, the pause reported', async () => {
-    const res = await runTool('tidemark-bench', [
-      '--url', b.get().url, '--address', 'bootcu', '--json', '--no-progress', '--workloads', 'bootstrap',
-      '--sow-keys', '50', '--sow-versions', '1', '--bootstrap-catchup', '30', '--settle', '1',
-    ], { timeoutMs: 80000 });
+    const res = await bench('bootcu', [
+      '--workloads', 'bootstrap', '--sow-keys', '50', '--sow-versions', '1', '--bootstrap-catchup', '30', '--settle', '1',
+    ], 80000);
     expect(res.code, res.stderr).to.equal(0);
     const out = JSON.parse(res.stdout);
     const r = out.rounds[0].results.A.bootstrap;
@@ -46,12 +47,11 @@ describe('tidemark-bench (smoke)', function () {
   });
 
   it('runs every workload with tiny N and prints a JSON result', async () => {
-    const res = await runTool('tidemark-bench', [
-      '--url', b.get().url, '--address', 'smoke', '--json', '--no-progress',
+    const res = await bench('smoke', [
       '-n', '200', '--size', '100', '--keys', '20', '--window', '500',
       '--latency-rate', '200', '--latency-count', '50',
       '--sow-keys', '50', '--sow-versions', '2', '--load-rate', '100', '--replay-count', '60',
-    ], { timeoutMs: 80000 });
+    ], 80000);
     expect(res.timedOut, res.stderr).to.equal(false);
     expect(res.code, res.stderr).to.equal(0);
     const out = JSON.parse(res.stdout);
@@ -84,24 +84,23 @@ describe('tidemark-bench (smoke)', function () {
 
   it('memory: RSS of the broker at two retained-event counts, and a clear error without its PID', async () => {
     // The test broker runs in this process, so its PID is ours.
-    const res = await runTool('tidemark-bench', [
-      '--url', b.get().url, '--address', 'mem', '--json', '--no-progress', '--keys', '20', '--window', '200',
+    const res = await bench('mem', [
+      '--keys', '20', '--window', '200',
       '--workloads', 'memory', '--memory-from', '100', '--memory-to', '300', '--broker-pid', String(process.pid),
-    ], { timeoutMs: 60000 });
+    ], 60000);
     expect(res.code, res.stderr).to.equal(0);
     const m = JSON.parse(res.stdout).rounds[0].results.A.memory;
     expect(m).to.include({ from_events: 100, to_events: 300 });
     expect(m.rss_from_kb).to.be.greaterThan(0);
     expect(m.growth).to.be.closeTo(m.rss_to_kb / m.rss_from_kb, 1e-9);
-    const noPid = await runTool('tidemark-bench', ['--url', b.get().url, '--address', 'mem2', '--json', '--no-progress', '--workloads', 'memory', '--memory-from', '10', '--memory-to', '20'], { timeoutMs: 30000 });
+    const noPid = await bench('mem2', ['--workloads', 'memory', '--memory-from', '10', '--memory-to', '20'], 30000);
     expect(JSON.parse(noPid.stdout).rounds[0].results.A.memory.error).to.match(/needs the PID of broker A/);
   });
 
   it('skips the SOW workloads against a peer queue that is not a SOW queue, with the reason', async () => {
-    const res = await runTool('tidemark-bench', [
-      '--url', b.get().url, '--address', 'smoke-plain', '--declare', 'plain', '--json', '--no-progress',
-      '-n', '50', '--keys', '5', '--window', '20', '--workloads', 'publish,consume,sow',
-    ], { timeoutMs: 40000 });
+    const res = await bench('smoke-plain', [
+      '--declare', 'plain', '-n', '50', '--keys', '5', '--window', '20', '--workloads', 'publish,consume,sow',
+    ], 40000);
     expect(res.code, res.stderr).to.equal(0);
     const out = JSON.parse(res.stdout);
     const r = out.rounds[0].results.A;
