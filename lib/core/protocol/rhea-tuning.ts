@@ -13,8 +13,17 @@
  *    which takes it from the pool. Writer only hands out `slice(0, position)` of bytes it
  *    wrote (size placeholders it skips are filled before the frame leaves), so nothing
  *    changes on the wire.
+ * 3. Hand-encoded outgoing transfers. The six-field transfers rhea's Outgoing.process
+ *    creates (`frames.transfer`) become a plain OutgoingTransfer, and `frames.write_frame`
+ *    writes those directly (transfer-frame.ts), byte for byte as rhea would. Every other
+ *    frame, any transfer with other fields, and any transfer that code handled as rhea's
+ *    composite (its `value`, e.g. to add a transactional state) goes through rhea's own code.
+ * 4. Hand-read incoming transfers. `frames.read_frame` reads a transfer frame without a
+ *    delivery state directly (transfer-frame.ts) into an object with the values rhea's
+ *    composite would give; any other frame or encoding is read by rhea.
  */
 import { createRequire } from 'node:module';
+import { OutgoingTransfer, outgoingTransfer, encodeTransferFrame, readTransferFrame } from './transfer-frame.js';
 
 const TUNED = Symbol.for('tidemark.rhea-tuning');
 
@@ -42,5 +51,23 @@ export function tuneRhea(): void {
     Pooled.prototype = Writer.prototype;
     types.Writer = Pooled;
   }
+  const frames = req('rhea/lib/frames.js') as { transfer?: (f: Record<string, unknown>) => unknown; write_frame?: (f: RheaFrame) => Buffer; read_frame?: (b: Buffer) => unknown };
+  const transfer = frames.transfer;
+  const writeFrame = frames.write_frame;
+  if (typeof transfer === 'function' && typeof writeFrame === 'function') {
+    OutgoingTransfer.rheaCreate = transfer as NonNullable<typeof OutgoingTransfer.rheaCreate>;
+    frames.transfer = (fields) => outgoingTransfer(fields) ?? transfer(fields);
+    frames.write_frame = (frame) => {
+      const p = frame.performative;
+      if (!(p instanceof OutgoingTransfer) || frame.type !== 0) return writeFrame(frame);
+      // Something inspected or edited it as rhea's composite: write what it now holds.
+      if (p.materialized) return writeFrame({ ...frame, performative: p.materialized });
+      return encodeTransferFrame(frame.channel, p, frame.payload);
+    };
+  }
+  const readFrame = frames.read_frame;
+  if (typeof readFrame === 'function') frames.read_frame = (b) => readTransferFrame(b) ?? readFrame(b);
   log[TUNED] = true;
 }
+
+interface RheaFrame { type: number; channel: number; performative?: unknown; payload?: Buffer }
