@@ -22,7 +22,7 @@ export function connect(url: string, timeoutMs = 10000): Promise<Conn> {
   const container = r.create_container({ id: `tidemark-bench-${process.pid}-${++seq}` });
   return new Promise((resolve, reject) => {
     let done = false;
-    const opts: Record<string, unknown> = { host: a.host, port: a.port, reconnect: false, transport: a.scheme === 'amqps' ? 'tls' : 'tcp' };
+    const opts: Record<string, unknown> = { host: a.host, port: a.port, reconnect: false, transport: a.scheme === 'amqps' ? 'tls' : 'tcp', tcp_no_delay: true };
     if (a.username) { opts.username = a.username; opts.password = a.password ?? ''; }
     const connection = container.connect(opts);
     const fail = (msg: string) => { if (done) return; done = true; clearTimeout(timer); try { connection.close(); } catch { /* ignore */ } reject(new Error(msg)); };
