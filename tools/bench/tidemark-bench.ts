@@ -15,7 +15,7 @@
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { main, ToolError } from '../common/cli.js';
-import { connect } from './lib/amqp.js';
+import { connect, setCorkWrites } from './lib/amqp.js';
 import { tuneRhea } from '../../lib/core/protocol/rhea-tuning.js';
 import { Progress, formatRate } from './lib/progress.js';
 import { median, round } from './lib/stats.js';
@@ -89,7 +89,7 @@ main(async () => {
   }
   const rounds = argv.rounds ?? (argv.vs ? 3 : 1);
   // Less client CPU leaves more of a small machine to the brokers being compared.
-  if (argv.client === 'tuned') tuneRhea();
+  if (argv.client === 'tuned') { tuneRhea(); setCorkWrites(true); }
   const progress = new Progress(argv.progress ?? Boolean(process.stderr.isTTY));
   const sowProps = { 'sow.key': argv['sow-key'], 'sow.history.window': argv['history-window'], 'sow.history.granularity': argv['history-granularity'] };
   const runId = Date.now().toString(36);

@@ -33,6 +33,8 @@ export class Committer {
   #quiet = new WeakSet<BatchOp>();
   #retry: BatchOp[] = [];
   #callbacks: CommitCallback[] = [];
+  /** For each callback, the length of #ops once its ops were queued: where its group ends. */
+  #groupEnds: number[] = [];
   #inFlight = false;
   #scheduled = false;
   #quiescent: Array<() => void> = [];
@@ -41,15 +43,16 @@ export class Committer {
   /** Observers of each finished batch (metrics). */
   onBatch?: (groups: number, ms: number) => void;
 
-  constructor(store: Store, maxBatch = 2000) {
+  constructor(store: Store, maxBatch = 300) {
     this.#store = store;
-    this.#maxBatch = maxBatch;
+    this.#maxBatch = Math.max(1, Math.floor(maxBatch));
   }
 
   /** Queues `ops` to be written atomically with others; `cb` runs once they are durable. */
   add(ops: BatchOp[], cb: CommitCallback): void {
     for (const op of ops) this.#ops.push(op);
     this.#callbacks.push(cb);
+    this.#groupEnds.push(this.#ops.length);
     this.#schedule();
   }
 
@@ -73,7 +76,13 @@ export class Committer {
   /** Resolves once everything queued so far is written. */
   idle(): Promise<void> {
     // Quiet ops kept from a failed batch get one more try here (stop, management waits).
-    if (this.#retry.length && !this.#inFlight) { this.#ops = this.#retry.concat(this.#ops); this.#retry = []; this.#schedule(); }
+    if (this.#retry.length && !this.#inFlight) {
+      const r = this.#retry;
+      this.#ops = r.concat(this.#ops);
+      this.#groupEnds = this.#groupEnds.map((e) => e + r.length);
+      this.#retry = [];
+      this.#schedule();
+    }
     if (!this.#inFlight && this.#ops.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
@@ -94,12 +103,19 @@ export class Committer {
     }
     let ops = this.#ops, cbs = this.#callbacks;
     if (cbs.length > this.#maxBatch) {
-      // Keep batches bounded; the rest goes next. Ops are split at the same group boundary.
-      // (Groups are variable-size; we cannot split ops by group here cheaply, so we keep
-      // the whole set: correctness first. maxBatch only bounds callback fan-out per tick.)
+      // At most maxBatch groups per batch, split at a group boundary; the rest is the next
+      // batch. Smaller batches settle sooner, so a producer with a bounded window keeps sending
+      // while the next one is written instead of waiting for one large batch.
+      const end = this.#groupEnds[this.#maxBatch - 1];
+      ops = this.#ops.slice(0, end);
+      cbs = this.#callbacks.slice(0, this.#maxBatch);
+      this.#ops = this.#ops.slice(end);
+      this.#callbacks = this.#callbacks.slice(this.#maxBatch);
+      this.#groupEnds = this.#groupEnds.slice(this.#maxBatch).map((e) => e - end);
+    } else {
+      this.#ops = []; this.#callbacks = []; this.#groupEnds = [];
     }
     if (this.#retry.length) { ops = this.#retry.concat(ops); this.#retry = []; } // older, so first
-    this.#ops = []; this.#callbacks = [];
     this.#inFlight = true;
     const started = performance.now();
     const done = (err?: Error) => {

@@ -17,6 +17,29 @@ export interface Conn {
 
 let seq = 0;
 
+/** Set by the bench's `--client tuned`: see corkPerTick. */
+let corkWrites = false;
+export function setCorkWrites(on: boolean): void { corkWrites = on; }
+
+/**
+ * rhea writes every frame with its own socket.write, one syscall each (a fifth of the bench
+ * client's time when publishing). Corked until the end of the tick, a burst of transfers
+ * leaves in one writev, as the broker's own server does (server.ts).
+ */
+function corkPerTick(connection: any): void {
+  const output = connection.output;
+  let corked = false;
+  connection.output = function (this: any) {
+    const socket = this.socket;
+    if (socket && !corked && typeof socket.cork === 'function') {
+      corked = true;
+      socket.cork();
+      process.nextTick(() => { corked = false; socket.uncork(); });
+    }
+    return output.call(this);
+  };
+}
+
 export function connect(url: string, timeoutMs = 10000): Promise<Conn> {
   const a = parseBrokerUrl(url);
   const container = r.create_container({ id: `tidemark-bench-${process.pid}-${++seq}` });
@@ -25,6 +48,7 @@ export function connect(url: string, timeoutMs = 10000): Promise<Conn> {
     const opts: Record<string, unknown> = { host: a.host, port: a.port, reconnect: false, transport: a.scheme === 'amqps' ? 'tls' : 'tcp', tcp_no_delay: true };
     if (a.username) { opts.username = a.username; opts.password = a.password ?? ''; }
     const connection = container.connect(opts);
+    if (corkWrites) corkPerTick(connection);
     const fail = (msg: string) => { if (done) return; done = true; clearTimeout(timer); try { connection.close(); } catch { /* ignore */ } reject(new Error(msg)); };
     const timer = setTimeout(() => fail(`could not connect to ${url} within ${timeoutMs / 1000}s`), timeoutMs);
     connection.on('connection_error', () => fail(`connection to ${url} refused: ${describe(connection.error)}`));
