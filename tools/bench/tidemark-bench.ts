@@ -75,7 +75,7 @@ main(async () => {
     .option('history-granularity', { type: 'string', default: '0s', describe: 'sow.history.granularity of declared SOW queues' })
     .option('broker-pid', { type: 'number', describe: 'PID of broker A on this machine: report its RSS after each round and its CPU per message for publish and consume' })
     .option('vs-broker-pid', { type: 'number', describe: 'PID of broker B on this machine (RSS, CPU per message)' })
-    .option('client', { type: 'string', choices: ['tuned', 'plain'], default: 'tuned', describe: "the bench's own rhea: tuned = with the broker's run-time tuning (lib/core/protocol/rhea-tuning.ts: quiet debug logging, pooled encode buffers, hand-coded transfer frames; byte-identical on the wire), for both brokers alike; plain = rhea as shipped" })
+    .option('client', { type: 'string', choices: ['tuned', 'plain'], default: 'tuned', describe: "the bench's own rhea: tuned = with the broker's run-time tuning (lib/core/protocol/rhea-tuning.ts: quiet debug logging, pooled encode buffers, hand-coded transfer frames; byte-identical on the wire) and writes corked per tick, for both brokers alike; plain = rhea as shipped" })
     .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout (the table goes to stderr)' })
     .option('progress', { type: 'boolean', describe: 'progress bar on stderr (default: when stderr is a terminal)' })
     .strict()
