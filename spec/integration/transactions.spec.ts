@@ -15,6 +15,7 @@ import { sowQuery, scnOf, bodyJson, tmFilters, checkpointOf } from '../support/s
 import { runProton, protonAvailable } from '../support/proton.js';
 import { Coordinator, TransactionalState } from '../../lib/core/protocol/rhea-patches.js';
 import { MAX_TRANSACTION_MESSAGES } from '../../lib/core/protocol/transactions.js';
+import { openCoordinator, markTransactionalTransfers } from '../../tools/common/transactions.js';
 
 const T = r.types;
 const M = r.message;
@@ -53,9 +54,7 @@ class Controller {
   static async open(url: string): Promise<Controller> {
     const conn = await connect(url);
     const coordinator = await new Promise<any>((resolve, reject) => {
-      const s = conn.connection.open_sender({ name: 'txn-ctrl' });
-      // open_sender writes the attach on the next tick: replace rhea's target with a coordinator.
-      s.local.attach.target = Coordinator.create({ capabilities: ['amqp:local-transactions'] }).described();
+      const s = openCoordinator(conn.connection, 'txn-ctrl');
       s.once('sendable', () => resolve(s));
       s.once('sender_close', () => reject(Object.assign(new Error('coordinator refused'), { link: s })));
     });
@@ -86,15 +85,7 @@ class Controller {
     const session = sender.session;
     if (this.#hooked.has(session)) return;
     this.#hooked.add(session);
-    const output = session.output;
-    session.output = (frame: any, payload?: unknown) => {
-      const txn = frame?.constructor?.descriptor?.numeric === 0x14 ? this.#txnOf.get(frame.delivery_id) : undefined;
-      if (txn) {
-        for (let i = 0; i < 7; i++) if (frame.value[i] === undefined) frame.value[i] = T.Null();
-        frame.value[7] = TransactionalState.create({ txn_id: txn }).described();
-      }
-      return output.call(session, frame, payload);
-    };
+    markTransactionalTransfers(session, this.#txnOf);
   }
 
   /** Sends messages in the transaction; resolves with each delivery's outcome once settled. */

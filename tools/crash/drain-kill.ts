@@ -61,7 +61,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { applyRheaPatches, Coordinator, TransactionalState } from '../../lib/core/protocol/rhea-patches.js';
+import { applyRheaPatches } from '../../lib/core/protocol/rhea-patches.js';
+import { openCoordinator, markTransactionalTransfers } from '../common/transactions.js';
 import { r, prng, sleep, attached, closeConnection, sameJson, show, startBroker, type BrokerChild } from './common.js';
 import { controlBody, settled, sendable } from './tx.js';
 import { connect as toolConnect, type Connected } from '../common/connection.js';
@@ -383,21 +384,9 @@ class Publisher {
     }
     await attached(this.#sender, this.#conn, 'sendable');
     if (this.txShare > 0) {
-      this.#coordinator = this.#conn.open_sender({ name: `drain-kill-txn-${process.pid}` });
-      // open_sender writes the attach on the next tick: replace rhea's target with a coordinator.
-      this.#coordinator.local.attach.target = Coordinator.create({ capabilities: ['amqp:local-transactions'] }).described();
+      this.#coordinator = openCoordinator(this.#conn, `drain-kill-txn-${process.pid}`);
       await attached(this.#coordinator, this.#conn, 'sendable');
-      const session = this.#sender.session;
-      const output = session.output;
-      const txnOf = this.#txnOf;
-      session.output = (frame: any, payload?: unknown) => {
-        const txn = frame?.constructor?.descriptor?.numeric === 0x14 ? txnOf.get(frame.delivery_id) : undefined;
-        if (txn) {
-          for (let i = 0; i < 7; i++) if (frame.value[i] === undefined) frame.value[i] = r.types.Null();
-          frame.value[7] = TransactionalState.create({ txn_id: txn }).described();
-        }
-        return output.call(session, frame, payload);
-      };
+      markTransactionalTransfers(this.#sender.session, this.#txnOf);
     }
   }
 

@@ -5,7 +5,8 @@
  * rhea has no transaction API: the coordinator link and the transactional-state on the
  * transfers are built by hand, as in spec/integration/transactions.spec.ts.
  */
-import { applyRheaPatches, Coordinator, TransactionalState } from '../../lib/core/protocol/rhea-patches.js';
+import { applyRheaPatches } from '../../lib/core/protocol/rhea-patches.js';
+import { openCoordinator, markTransactionalTransfers } from '../common/transactions.js';
 import { r, openConnection, attached } from './common.js';
 
 applyRheaPatches(); // decodes `declared` and `transactional-state` on the client side too
@@ -63,23 +64,12 @@ export async function txPublish(port: number, pub: number, queue: string, firstS
   let next = firstSeq;
   const end = firstSeq + n;
   try {
-    const coordinator = conn.open_sender({ name: `txn-ctrl-${pub}` });
-    // open_sender writes the attach on the next tick: replace rhea's target with a coordinator.
-    coordinator.local.attach.target = Coordinator.create({ capabilities: ['amqp:local-transactions'] }).described();
+    const coordinator = openCoordinator(conn, `txn-ctrl-${pub}`);
     await attached(coordinator, conn, 'sendable');
     const sender = conn.open_sender({ target: { address: queue, durable: 2 } });
     await attached(sender, conn, 'sendable');
     const txnOf = new Map<number, Buffer>();
-    const session = sender.session;
-    const output = session.output;
-    session.output = (frame: any, payload?: unknown) => {
-      const txn = frame?.constructor?.descriptor?.numeric === 0x14 ? txnOf.get(frame.delivery_id) : undefined;
-      if (txn) {
-        for (let i = 0; i < 7; i++) if (frame.value[i] === undefined) frame.value[i] = T.Null();
-        frame.value[7] = TransactionalState.create({ txn_id: txn }).described();
-      }
-      return output.call(session, frame, payload);
-    };
+    markTransactionalTransfers(sender.session, txnOf);
     let txn = 0;
     while (!stop.stopped && next < end && conn.is_open()) {
       if (!(await sendable(coordinator, conn))) break;
