@@ -21,9 +21,13 @@
  * 4. Hand-read incoming transfers. `frames.read_frame` reads a transfer frame without a
  *    delivery state directly (transfer-frame.ts) into an object with the values rhea's
  *    composite would give; any other frame or encoding is read by rhea.
+ * 5. Hand-read messages. `message.decode` reads the common section and value encodings
+ *    directly (message-decode.ts) into the same Message rhea builds; a described value,
+ *    an unknown section or anything malformed is decoded by rhea's own code.
  */
 import { createRequire } from 'node:module';
 import { OutgoingTransfer, outgoingTransfer, encodeTransferFrame, readTransferFrame } from './transfer-frame.js';
+import { decodeMessage, type RheaMessageClasses } from './message-decode.js';
 
 const TUNED = Symbol.for('tidemark.rhea-tuning');
 
@@ -67,7 +71,22 @@ export function tuneRhea(): void {
   }
   const readFrame = frames.read_frame;
   if (typeof readFrame === 'function') frames.read_frame = (b) => readTransferFrame(b) ?? readFrame(b);
+  const message = req('rhea/lib/message.js') as RheaMessageModule;
+  const decode = message.decode;
+  if (typeof decode === 'function' && typeof message.data_section === 'function') {
+    const classes: RheaMessageClasses = {
+      messageProto: Object.getPrototypeOf(decode.call(message, Buffer.alloc(0))) as object,
+      Section: (message.data_section(Buffer.alloc(0)) as { constructor: RheaMessageClasses['Section'] }).constructor,
+    };
+    rheaMessageDecode = (b) => decode.call(message, b);
+    message.decode = function (this: unknown, b: Buffer) { return decodeMessage(b, classes) ?? decode.call(this, b); };
+  }
   log[TUNED] = true;
 }
+
+interface RheaMessageModule { decode: (b: Buffer) => unknown; data_section: (b: Buffer) => unknown }
+
+/** rhea's own message decoder as it was before tuning (the tests compare against it). */
+export let rheaMessageDecode: ((b: Buffer) => unknown) | undefined;
 
 interface RheaFrame { type: number; channel: number; performative?: unknown; payload?: Buffer }

@@ -77,7 +77,7 @@ const PRODUCT = { product: 'tidemark', version: '0.1.0' };
  * with amqp:decode-error like any other malformed frame.
  */
 const ARRAY_GUARD = Symbol.for('tidemark.array-guard');
-function guardArrayDecoding(): void {
+export function guardArrayDecoding(): void {
   const Reader: any = (rhea as any).types.Reader;
   if (Reader.prototype[ARRAY_GUARD]) return;
   const readItems = Reader.prototype.read_array_items;
