@@ -13,9 +13,13 @@ export function installRawCapture(): void {
   const message: any = (rhea as any).message;
   const decode = message.decode;
   message.decode = function (buffer: Buffer) {
-    const m = decode.call(this, buffer);
-    // Copy: the frame buffer may be a slice of a larger socket read we must not retain.
-    Object.defineProperty(m, RAW, { value: Buffer.from(buffer), enumerable: false });
+    // Copy, then decode the copy: the frame buffer may be a slice of a larger socket read
+    // (up to 64 KiB) we must not retain, and the decoded view's binary values (a data body,
+    // a uuid message-id) are slices of what was decoded. Queues keep that view beside the
+    // bytes; decoded from the copy, it pins nothing more than the message itself.
+    const copy = Buffer.from(buffer);
+    const m = decode.call(this, copy);
+    Object.defineProperty(m, RAW, { value: copy, enumerable: false });
     return m;
   };
 }
