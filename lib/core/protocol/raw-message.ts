@@ -3,6 +3,7 @@
  * the original bytes, so we wrap rhea's decoder once to keep them beside the decoded view.
  */
 import rhea from 'rhea';
+import { ownCopy } from '../../codec/own-bytes.js';
 
 const RAW = Symbol.for('tidemark.raw-bytes');
 let installed = false;
@@ -16,8 +17,9 @@ export function installRawCapture(): void {
     // Copy, then decode the copy: the frame buffer may be a slice of a larger socket read
     // (up to 64 KiB) we must not retain, and the decoded view's binary values (a data body,
     // a uuid message-id) are slices of what was decoded. Queues keep that view beside the
-    // bytes; decoded from the copy, it pins nothing more than the message itself.
-    const copy = Buffer.from(buffer);
+    // bytes; decoded from the copy, it pins nothing more than the message itself. The copy
+    // has memory of its own (own-bytes.ts), not a slice of Node's shared buffer pool.
+    const copy = ownCopy(buffer);
     const m = decode.call(this, copy);
     Object.defineProperty(m, RAW, { value: copy, enumerable: false });
     return m;

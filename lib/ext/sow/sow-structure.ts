@@ -19,6 +19,7 @@ import { sowKey, sowKeyOf, histKey, parseHistKey, sameHistKey, timeKey, TIME, HI
 import { extractKey, type KeySpec } from './sow-key.js';
 import { logger } from '../../core/log.js';
 import { amqpMessage } from '../../codec/amqp.js';
+import { ownCopy } from '../../codec/own-bytes.js';
 
 const log = logger('sow');
 const EMPTY = Buffer.alloc(0);
@@ -664,7 +665,7 @@ export function mergeDelta(prevBytes: Buffer, delta: Record<string, unknown>, qu
   if (typeof body === 'string') out.body = JSON.stringify(merged);
   else if (body && typeof body === 'object' && body.typecode === 0x75) out.body = amqpMessage.data_section(Buffer.from(JSON.stringify(merged)));
   else out.body = merged;
-  return encodeMessage(out);
+  return ownCopy(encodeMessage(out)); // the record is kept: not a slice of the encoder's pooled buffer
 }
 
 

@@ -13,6 +13,9 @@ describe('raw message capture', () => {
     const raw = rawBytes(decoded)!;
     expect(raw.equals(bytes)).to.equal(true);
     expect(raw.buffer).to.not.equal(bytes.buffer); // a copy, not a view of the input
+    // …in memory of its own: a slice of Node's 8 KiB pool would keep the whole slab alive
+    expect(raw.byteOffset).to.equal(0);
+    expect(raw.buffer.byteLength).to.equal(bytes.length);
     expect(decoded.message_id).to.equal('m-1');
     expect(decoded.body.content.toString()).to.equal('payload');
   });
