@@ -4,19 +4,11 @@ import { createRequire } from 'node:module';
 import { tuneRhea, rheaMessageDecode } from '../../../lib/core/protocol/rhea-tuning.js';
 import { decodeMessage, type RheaMessageClasses } from '../../../lib/core/protocol/message-decode.js';
 import { guardArrayDecoding } from '../../../lib/core/protocol/server.js';
+import { prng } from '../../../tools/crash/common.js'; // seeded mulberry32: a failure names a reproducible case
 
 const req = createRequire(import.meta.url);
 const message = req('rhea/lib/message.js');
 
-/** Seeded PRNG (mulberry32) so a failure names a reproducible case. */
-function prng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Strict structural equality: same prototypes, Buffers by bytes, Dates by time, numbers by Object.is. */
 function same(a: unknown, b: unknown, path = '$'): void {

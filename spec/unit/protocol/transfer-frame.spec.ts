@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import { createRequire } from 'node:module';
 import { tuneRhea } from '../../../lib/core/protocol/rhea-tuning.js';
 import { OutgoingTransfer, outgoingTransfer, encodeTransferFrame, IncomingTransfer, readTransferFrame } from '../../../lib/core/protocol/transfer-frame.js';
+import { prng } from '../../../tools/crash/common.js'; // seeded mulberry32: a failure names a reproducible case
 
 const req = createRequire(import.meta.url);
 const frames = req('rhea/lib/frames.js');
@@ -21,15 +22,6 @@ function rheaBytes(channel: number, fields: Record<string, unknown>, payload?: B
   return rhea.write_frame(rhea.amqp_frame(channel, rhea.transfer(fields), payload));
 }
 
-/** Seeded PRNG (mulberry32) so a failure names a reproducible case. */
-function prng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('hand-encoded transfer frames', () => {
   before(() => tuneRhea());
