@@ -47,6 +47,8 @@ export class ListStructure implements QueueStructure {
   /** Hooks run on each message added (publish and recovery). */
   readonly onAppended: Array<(e: Entry) => void> = [];
   readonly #consumers = new Set<ListConsumer>();
+  /** Consumers with a filter (selector, subject, content): see prepare. */
+  #filtering = 0;
   #rr: ListConsumer[] = [];
   #rrIndex = 0;
   /** Lowest position that may hold an unacquired message. */
@@ -61,7 +63,10 @@ export class ListStructure implements QueueStructure {
   prepare(msg: InboundMessage, scn: number, windowEnd: number | undefined): PreparedEvent {
     const e = new Entry(scn, msg.bytes, msg.receivedAt);
     e.expiresAt = msg.expiresAt;
-    e.view = msg.message;
+    // The decoded view is kept only while a consumer filters (it is about to be used): kept
+    // on every queued entry it cost ~360 bytes of heap per message (100k queued messages:
+    // heap 82 MB against 46 MB). A filter that arrives later decodes the bytes once per entry.
+    if (this.#filtering > 0) e.view = msg.message;
     const dropped: Entry[] = [];
     for (const p of this.admission) {
       const d = p.admit(this.list, e, msg);
@@ -172,13 +177,14 @@ export class ListStructure implements QueueStructure {
   openConsumer(req: ConsumerRequest, sink: DeliverySink, opts: ListConsumerOptions = {}): ListConsumer {
     const c = new ListConsumer(this, req, sink, opts);
     this.#consumers.add(c);
+    if (c.req.predicates.length) this.#filtering++;
     if (c.acquiring) this.#rr.push(c);
     return c;
   }
 
   /** @internal */
   detach(c: ListConsumer): void {
-    this.#consumers.delete(c);
+    if (this.#consumers.delete(c) && c.req.predicates.length) this.#filtering--;
     this.#rr = this.#rr.filter((x) => x !== c);
   }
 
