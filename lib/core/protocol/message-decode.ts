@@ -29,6 +29,8 @@ export interface RheaMessageClasses {
 /** Thrown inside the reader to hand the whole message to rhea. */
 const BAIL: unique symbol = Symbol('left to rhea');
 
+// The reader's cursor, shared by the functions below instead of passed around: a decode runs
+// to completion synchronously and calls nothing that could start another one.
 let buf: Buffer = Buffer.alloc(0);
 let pos = 0;
 let end = 0;
