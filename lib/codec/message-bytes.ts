@@ -497,7 +497,17 @@ export function encodeMessage(msg: Record<string, unknown>): Buffer {
   return amqpMessage.encode(msg);
 }
 
-/** Decodes bytes with rhea's decoder (properties, application properties, body). */
+/** Where the protocol layer leaves rhea's decoder as it was before it wrapped it (raw-message.ts). */
+const UNCAPTURED = Symbol.for('tidemark.decode-uncaptured');
+
+/**
+ * Decodes bytes the broker already holds (a stored message, a record) with rhea's decoder:
+ * properties, application properties, body. Not through the wrapper that copies each
+ * received message's bytes: these are ours already, and a copy kept with the view would
+ * double what a filtered entry holds.
+ */
 export function decodeMessage(bytes: Buffer): any {
-  return amqpMessage.decode(bytes);
+  const m = amqpMessage as unknown as Record<symbol, ((b: Buffer) => unknown) | undefined> & { decode(b: Buffer): unknown };
+  const plain = m[UNCAPTURED];
+  return plain ? plain.call(amqpMessage, bytes) : amqpMessage.decode(bytes);
 }

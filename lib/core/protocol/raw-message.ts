@@ -13,6 +13,8 @@ export function installRawCapture(): void {
   installed = true;
   const message: any = (rhea as any).message;
   const decode = message.decode;
+  // Bytes the broker already holds are decoded without the copy (codec/message-bytes.ts decodeMessage).
+  message[Symbol.for('tidemark.decode-uncaptured')] = decode;
   message.decode = function (buffer: Buffer) {
     // Copy, then decode the copy: the frame buffer may be a slice of a larger socket read
     // (up to 64 KiB) we must not retain, and the decoded view's binary values (a data body,

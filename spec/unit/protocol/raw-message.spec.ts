@@ -2,6 +2,7 @@
 import { expect } from 'chai';
 import rhea from 'rhea';
 import { installRawCapture, rawBytes } from '../../../lib/core/protocol/raw-message.js';
+import { decodeMessage } from '../../../lib/codec/message-bytes.js';
 
 describe('raw message capture', () => {
   before(() => installRawCapture());
@@ -32,5 +33,13 @@ describe('raw message capture', () => {
     expect(decoded.body.content.buffer).to.not.equal(socketRead.buffer);
     expect(decoded.body.content.buffer).to.equal(raw.buffer);
     expect(decoded.message_id.buffer).to.equal(raw.buffer);
+  });
+
+  it('bytes the broker already holds are decoded without another copy (codec decodeMessage)', () => {
+    const stored: Buffer = (rhea as any).message.encode({ body: (rhea as any).message.data_section(Buffer.from('stored body')) });
+    const view = decodeMessage(stored);
+    expect(view.body.content.toString()).to.equal('stored body');
+    expect(view.body.content.buffer).to.equal(stored.buffer); // a view of the stored bytes
+    expect(rawBytes(view)).to.equal(undefined); // no copy attached
   });
 });
