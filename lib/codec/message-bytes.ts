@@ -214,7 +214,7 @@ export interface HeaderFields {
 
 export function readHeader(bytes: Buffer, idx: SectionIndex): HeaderFields {
   if (!idx.header) return {};
-  const m = amqpMessage.decode(bytes.subarray(idx.header[0], idx.header[1]));
+  const m = decodeMessage(bytes.subarray(idx.header[0], idx.header[1]));
   return { durable: m.durable, priority: m.priority, ttl: m.ttl, first_acquirer: m.first_acquirer, delivery_count: m.delivery_count };
 }
 
