@@ -13,15 +13,20 @@ describe('tidemark-bench (smoke)', function () {
   /** tidemark-bench against the test broker, JSON on stdout (the table goes to stderr). */
   const bench = (address: string, args: string[], timeoutMs: number) =>
     runTool('tidemark-bench', ['--url', b.get().url, '--address', address, '--json', '--no-progress', ...args], { timeoutMs });
+  /** A run that must succeed: exit 0 (stderr shown otherwise), its JSON, and side A's first-round results. */
+  const benchOk = async (address: string, args: string[], timeoutMs: number) => {
+    const res = await bench(address, args, timeoutMs);
+    expect(res.timedOut, res.stderr).to.equal(false);
+    expect(res.code, res.stderr).to.equal(0);
+    const out = JSON.parse(res.stdout);
+    return { res, out, A: out.rounds[0].results.A };
+  };
 
   it('with --broker-pid, reports the broker CPU per published and consumed message', async () => {
     // The test broker runs in this process, so its PID is ours.
-    const res = await bench('cpu', [
+    const { res, out, A: r } = await benchOk('cpu', [
       '-n', '2000', '--size', '100', '--keys', '20', '--workloads', 'publish,consume', '--broker-pid', String(process.pid),
     ], 80000);
-    expect(res.code, res.stderr).to.equal(0);
-    const out = JSON.parse(res.stdout);
-    const r = out.rounds[0].results.A;
     for (const w of ['publish', 'consume']) {
       expect(r[w].broker_cpu_us_per_msg, w).to.be.a('number').and.greaterThan(0);
       expect(out.summary[`${w} cpu`]).to.include({ unit: 'broker CPU µs/msg', better: 'lower' });
@@ -31,36 +36,30 @@ describe('tidemark-bench (smoke)', function () {
   });
 
   it('bootstrap with --bootstrap-catchup N: exactly N catch-up events after the snapshot, the pause reported', async () => {
-    const res = await bench('bootcu', [
+    const { out, A } = await benchOk('bootcu', [
       '--workloads', 'bootstrap', '--sow-keys', '50', '--sow-versions', '1', '--bootstrap-catchup', '30', '--settle', '1',
     ], 80000);
-    expect(res.code, res.stderr).to.equal(0);
-    const out = JSON.parse(res.stdout);
-    const r = out.rounds[0].results.A.bootstrap;
+    const r = A.bootstrap;
     expect(r).to.include({ snapshot_records: 50, catchup_events: 30, load_published: 30 });
     expect(r.paused_seconds).to.be.greaterThan(0);
     expect(r.seconds).to.be.greaterThan(0);
     expect(out.params.bootstrap_catchup).to.equal(30);
     // --settle without --broker-pid waits the whole time it is given
-    expect(out.rounds[0].results.A.sow_dataset.settled_seconds).to.be.within(0.9, 3);
+    expect(A.sow_dataset.settled_seconds).to.be.within(0.9, 3);
     expect(out.goals.map((g: any) => g.target)).to.include('bootstrap <= 3 s');
   });
 
   it('runs every workload with tiny N and prints a JSON result', async () => {
-    const res = await bench('smoke', [
+    const { out, A: r } = await benchOk('smoke', [
       '-n', '200', '--size', '100', '--keys', '20', '--window', '500',
       '--latency-rate', '200', '--latency-count', '50',
       '--sow-keys', '50', '--sow-versions', '2', '--load-rate', '100', '--replay-count', '60',
     ], 80000);
-    expect(res.timedOut, res.stderr).to.equal(false);
-    expect(res.code, res.stderr).to.equal(0);
-    const out = JSON.parse(res.stdout);
     expect(out.tool).to.equal('tidemark-bench');
     expect(out.params).to.include({ count: 200, size: 100, keys: 20, window: 500, rounds: 1, durable: true });
     expect(out.targets).to.have.length(1);
     expect(out.targets[0]).to.include({ side: 'A', product: 'tidemark', declare: 'sow', tidemark: true });
     expect(out.rounds).to.have.length(1);
-    const r = out.rounds[0].results.A;
     expect(r.publish).to.include({ accepted: 200, rejected: 0 });
     expect(r.publish.rate).to.be.greaterThan(0);
     expect(r.consume.received).to.equal(200);
@@ -84,12 +83,11 @@ describe('tidemark-bench (smoke)', function () {
 
   it('memory: RSS of the broker at two retained-event counts, and a clear error without its PID', async () => {
     // The test broker runs in this process, so its PID is ours.
-    const res = await bench('mem', [
+    const { A } = await benchOk('mem', [
       '--keys', '20', '--window', '200',
       '--workloads', 'memory', '--memory-from', '100', '--memory-to', '300', '--broker-pid', String(process.pid),
     ], 60000);
-    expect(res.code, res.stderr).to.equal(0);
-    const m = JSON.parse(res.stdout).rounds[0].results.A.memory;
+    const m = A.memory;
     expect(m).to.include({ from_events: 100, to_events: 300 });
     expect(m.rss_from_kb).to.be.greaterThan(0);
     expect(m.growth).to.be.closeTo(m.rss_to_kb / m.rss_from_kb, 1e-9);
@@ -98,12 +96,9 @@ describe('tidemark-bench (smoke)', function () {
   });
 
   it('skips the SOW workloads against a peer queue that is not a SOW queue, with the reason', async () => {
-    const res = await bench('smoke-plain', [
+    const { A: r } = await benchOk('smoke-plain', [
       '--declare', 'plain', '-n', '50', '--keys', '5', '--window', '20', '--workloads', 'publish,consume,sow',
     ], 40000);
-    expect(res.code, res.stderr).to.equal(0);
-    const out = JSON.parse(res.stdout);
-    const r = out.rounds[0].results.A;
     expect(r.publish.accepted).to.equal(50);
     expect(r.consume.received).to.equal(50);
     expect(r.sow.skipped).to.match(/not declared as a SOW queue/);
