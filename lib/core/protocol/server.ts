@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import rhea from 'rhea';
 import { installRawCapture, rawBytes } from './raw-message.js';
 import { RheaSink, deliverOutcome } from './sink.js';
+import { FrameWriter } from './frame-writer.js';
 import { capabilities, nodeProperties, filters as sourceFilters } from './terminus.js';
 import { TidemarkError, Conditions, toAmqpError } from '../errors.js';
 import type { BrokerConfig } from '../config.js';
@@ -218,6 +219,7 @@ export class AmqpServer {
       }
       conn.accept(socket);
       this.#hardenTransports(conn);
+      FrameWriter.install(conn, socket, rheaFrames);
       this.#connections.add(conn);
       this.#backend.stats.connections = this.#connections.size;
       socket.once('close', () => { this.#connections.delete(conn); this.#backend.stats.connections = this.#connections.size; });
@@ -308,17 +310,10 @@ export class AmqpServer {
       };
     }
     // 4. A failed SASL outcome ends the connection [AMQP 5.3.2]: no retries on one socket.
+    // (Frames leave through the connection's FrameWriter, one socket write per tick.)
     const output = conn.output;
-    let corked = false;
     conn.output = function () {
       if (h.failed) return;
-      // rhea writes every frame with its own socket.write, one syscall each. Corked until the
-      // end of the tick, a burst of transfers or dispositions leaves as one writev.
-      if (!corked) {
-        corked = true;
-        socket.cork();
-        process.nextTick(() => { corked = false; socket.uncork(); });
-      }
       output.call(conn);
       const srv = conn.sasl_transport?.transports?.[3] ?? conn.sasl_transport;
       if (srv?.outcome !== undefined && srv.outcome !== 0 && !h.failed) {
@@ -382,6 +377,7 @@ export class AmqpServer {
       log.debug('could not write close after protocol failure', { err: String(err) });
     }
     conn.output = () => { /* nothing more after a protocol failure */ };
+    FrameWriter.of(conn)?.seal();
     setTimeout(() => { try { socket.destroy(); } catch { /* gone */ } }, 1000).unref();
   }
 

@@ -79,30 +79,43 @@ function putUint(b: Buffer, at: number, v: number): number {
   return at + 5;
 }
 
-/** Frame header, transfer performative and payload in one buffer. */
-export function encodeTransferFrame(channel: number, t: OutgoingTransfer, payload?: Buffer): Buffer {
-  const tag = t.delivery_tag;
-  const fieldBytes = uintSize(t.handle) + uintSize(t.delivery_id) + 2 + tag.length + uintSize(t.message_format) + 2;
+/** Bytes of a transfer frame with these fields (header, performative, payload). */
+export function transferFrameSize(handle: number, deliveryId: number, tag: Buffer, format: number, payload?: Buffer): number {
+  return 20 + uintSize(handle) + uintSize(deliveryId) + 2 + tag.length + uintSize(format) + 2 + (payload ? payload.length : 0);
+}
+
+/**
+ * Writes a transfer frame (header, performative, payload) into `b` at `at`, which must have
+ * room for transferFrameSize(...) bytes; returns the offset after it.
+ */
+export function encodeTransferFrameInto(b: Buffer, at: number, channel: number, handle: number, deliveryId: number, tag: Buffer, format: number, settled: boolean, more: boolean, payload?: Buffer): number {
+  const fieldBytes = uintSize(handle) + uintSize(deliveryId) + 2 + tag.length + uintSize(format) + 2;
   // 8 frame header + 3 descriptor + list32 constructor, size and count + fields
   const head = 8 + 3 + 9 + fieldBytes;
   const size = head + (payload ? payload.length : 0);
-  const b = Buffer.allocUnsafe(size);
-  b.writeUInt32BE(size, 0);
-  b[4] = 2; // data offset in 4-byte words
-  b[5] = 0; // AMQP frame
-  b.writeUInt16BE(channel, 6);
-  b[8] = 0x00; b[9] = 0x53; b[10] = 0x14; // described by smallulong 0x14 (transfer)
-  b[11] = 0xd0; // list32
-  b.writeUInt32BE(4 + fieldBytes, 12);
-  b.writeUInt32BE(6, 16);
-  let at = putUint(b, 20, t.handle);
-  at = putUint(b, at, t.delivery_id);
-  b[at] = 0xa0; b[at + 1] = tag.length; // vbin8
-  tag.copy(b, at + 2);
-  at = putUint(b, at + 2 + tag.length, t.message_format);
-  b[at] = t.settled ? 0x41 : 0x42;
-  b[at + 1] = t.more ? 0x41 : 0x42;
-  if (payload) payload.copy(b, head);
+  b.writeUInt32BE(size, at);
+  b[at + 4] = 2; // data offset in 4-byte words
+  b[at + 5] = 0; // AMQP frame
+  b.writeUInt16BE(channel, at + 6);
+  b[at + 8] = 0x00; b[at + 9] = 0x53; b[at + 10] = 0x14; // described by smallulong 0x14 (transfer)
+  b[at + 11] = 0xd0; // list32
+  b.writeUInt32BE(4 + fieldBytes, at + 12);
+  b.writeUInt32BE(6, at + 16);
+  let p = putUint(b, at + 20, handle);
+  p = putUint(b, p, deliveryId);
+  b[p] = 0xa0; b[p + 1] = tag.length; // vbin8
+  for (let i = 0; i < tag.length; i++) b[p + 2 + i] = tag[i];
+  p = putUint(b, p + 2 + tag.length, format);
+  b[p] = settled ? 0x41 : 0x42;
+  b[p + 1] = more ? 0x41 : 0x42;
+  if (payload) payload.copy(b, at + head);
+  return at + size;
+}
+
+/** Frame header, transfer performative and payload in one buffer. */
+export function encodeTransferFrame(channel: number, t: OutgoingTransfer, payload?: Buffer): Buffer {
+  const b = Buffer.allocUnsafe(transferFrameSize(t.handle, t.delivery_id, t.delivery_tag, t.message_format, payload));
+  encodeTransferFrameInto(b, 0, channel, t.handle, t.delivery_id, t.delivery_tag, t.message_format, t.settled, t.more, payload);
   return b;
 }
 
