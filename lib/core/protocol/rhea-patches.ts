@@ -42,6 +42,7 @@
  * changes anything, and throws if they differ: it was verified against rhea 3.0.5 only.
  * It is idempotent. Tests: spec/integration/rhea-patches.spec.ts.
  */
+import { onTransfer as leanOnTransfer } from './incoming-delivery.js';
 import { createRequire } from 'node:module';
 import rhea from 'rhea';
 
@@ -145,7 +146,9 @@ export function applyRheaPatches(): void {
     ['message.unwrap_outcome', hasSource((rhea as any).message?.unwrap_outcome, 'var c = outcomes[outcome.descriptor.value];', 'unrecognised outcome')],
     ['Outgoing.process dispatch', hasSource(outgoingProto.process, 'd.link.dispatch(d.remote_state.constructor.composite_type')],
     ['Session.on_transfer', hasSource(proto.on_transfer, 'this.incoming.on_transfer(frame, this._get_link(frame));')],
-    ['Incoming.on_transfer', hasSource(incomingProto.on_transfer, "'remote_state': frame.performative.state,")],
+    // (rhea-tuning may have put incoming-delivery.ts's equivalent in its place: it installs
+    // itself only over the rhea code it mirrors, which passes the state through the same way.)
+    ['Incoming.on_transfer', incomingProto.on_transfer === leanOnTransfer || hasSource(incomingProto.on_transfer, "'remote_state': frame.performative.state,")],
     ['transfer.state field', transferStateIndex() === TRANSFER_STATE_INDEX],
   ];
   for (const [what, ok] of checks) if (!ok) fail(what, version);

@@ -24,10 +24,14 @@
  * 5. Hand-read messages. `message.decode` reads the common section and value encodings
  *    directly (message-decode.ts) into the same Message rhea builds; a described value,
  *    an unknown section or anything malformed is decoded by rhea's own code.
+ * 6. Incoming deliveries with shared methods. rhea's `Incoming.on_transfer` gives every
+ *    delivery five closures of its own; incoming-delivery.ts does the same steps with
+ *    deliveries whose methods are on a prototype.
  */
 import { createRequire } from 'node:module';
 import { OutgoingTransfer, outgoingTransfer, encodeTransferFrame, readTransferFrame } from './transfer-frame.js';
 import { decodeMessage, type RheaMessageClasses } from './message-decode.js';
+import { installIncomingDeliveries } from './incoming-delivery.js';
 
 const TUNED = Symbol.for('tidemark.rhea-tuning');
 
@@ -81,6 +85,10 @@ export function tuneRhea(): void {
     rheaMessageDecode = (b) => decode.call(message, b);
     message.decode = function (this: unknown, b: Buffer) { return decodeMessage(b, classes) ?? decode.call(this, b); };
   }
+  // A throw-away session (no socket) reaches the Incoming prototype, which rhea does not export.
+  const rhea = req('rhea') as { create_connection(o: object): { create_session(): { incoming: object } } };
+  const incomingProto = Object.getPrototypeOf(rhea.create_connection({ id: 'tidemark-rhea-tuning-probe', host: '127.0.0.1', port: 0 }).create_session().incoming) as Record<string, unknown>;
+  installIncomingDeliveries(incomingProto, message as unknown as Parameters<typeof installIncomingDeliveries>[1]);
   log[TUNED] = true;
 }
 
