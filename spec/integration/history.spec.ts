@@ -277,6 +277,8 @@ describe('history and replay (semantics.md 6, 7)', function () {
       for (let i = 0; i < 200 && paced.sweepPasses === passes; i++) await paced.trim(now, false, 3);
       expect(paced.sweepPasses, 'a paced pass completes').to.equal(passes + 1);
       expect(paced.historyVersions, `versions at ${now - T0}`).to.equal(full.historyVersions);
+      // The version index (historical queries) follows the purge: exactly the rows left.
+      for (const s of [full, paced]) expect(s.versions.size, 'indexed versions').to.equal(s.historyVersions);
       for (const back of [0, 20, 50, 99]) {
         const T = iso(now - back * S);
         const states = await Promise.all(qs.map(async (q) => (await sowQuery(tb.url, q, { bookmark: T })).records.map((m) => `${keyOf(m)}=${bodyJson(m).v}`).sort()));
@@ -297,6 +299,7 @@ describe('history and replay (semantics.md 6, 7)', function () {
     for (let i = 0; i < 200 && paced.sweepPasses === passes; i++) await paced.trim(t2 + 101 * S, false, 3);
     expect(paced.sweepPasses).to.equal(passes + 1);
     expect(paced.historyVersions).to.equal(versions - 1);
+    expect(paced.versions.size).to.equal(versions - 1);
   });
 
   it('a restart with 150k history versions recovers them and answers current and historical queries', async function () {

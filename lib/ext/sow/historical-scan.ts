@@ -2,84 +2,85 @@
  * The state of a SOW queue at SCN S from its history (semantics.md 6): per key the newest
  * retained version with SCN <= S, unless that version is a tombstone.
  *
- * Rows of the `hist` table come in (key, SCN) order, so the answer for a key is the last row
- * of its group at or below S. The scan reads keys only (a fraction of the bytes: most rows
- * of a deep history are other versions), picks one key per group, and fetches the values of
- * the picked rows with one getMany per chunk, all at one LevelDB snapshot.
+ * The version index (version-index.ts) names each key's answer, so the scan visits every
+ * key once, in key order, and reads exactly the picked `hist` rows: one getMany per chunk
+ * of keys, at one LevelDB snapshot, the next chunk read while this one is sent.
+ * Open it at a quiescent point of the committer (nothing being written): the index and the
+ * snapshot then hold the same versions, and the index holds back removals until close().
  */
-import type { Cursor, Snapshot, Store } from '../../core/storage/store.js';
-import { queuePrefix, prefixEnd } from '../../core/storage/keyspace.js';
+import type { Snapshot, Store } from '../../core/storage/store.js';
 import { decodeEvent } from '../../core/engine/event-record.js';
-import { HIST, parseHistKey, sameHistKey, histScn } from './tables.js';
+import { histKey } from './tables.js';
+import type { VersionIndex } from './version-index.js';
 
 /** A record of the answer: its key, the SCN and time of the version, the message bytes. */
 export interface HistoricalRow { key: string; scn: number; ts: number; bytes: Buffer }
 
-/** Rows read per step (keys), so memory stays bounded whatever the history size. */
+/** Keys looked at per step, so memory stays bounded whatever the number of keys. */
 const CHUNK = 1000;
+
+interface Chunk { keys: string[]; scns: number[]; values: Promise<Array<Buffer | undefined>> }
 
 export class HistoricalScan {
   readonly #store: Store;
+  readonly #qid: number;
+  readonly #index: VersionIndex;
   readonly #S: number;
   readonly #snapshot: Snapshot;
-  readonly #cursor: Cursor;
-  /** First row key of the current group, and the group's pick so far. */
-  #groupKey?: Buffer;
-  #pick?: Buffer;
-  #done = false;
-  #ahead?: Promise<Array<[Buffer, Buffer]>>;
+  readonly #reader: { keys: readonly string[]; close(): void };
+  #pos = 0;
+  #ahead?: Chunk;
+  #closed = false;
 
-  constructor(store: Store, qid: number, S: number) {
+  /** `S` is the point asked for, `committed` the last committed SCN now (versions above it are not in the snapshot). */
+  constructor(store: Store, qid: number, index: VersionIndex, S: number, committed: number) {
     this.#store = store;
-    this.#S = S;
+    this.#qid = qid;
+    this.#index = index;
+    this.#S = Math.min(S, committed);
     this.#snapshot = store.snapshot();
-    const prefix = queuePrefix(HIST, qid);
-    this.#cursor = store.cursor({ gte: prefix, lt: prefixEnd(prefix), keysOnly: true, snapshot: this.#snapshot });
+    this.#reader = index.openReader();
+  }
+
+  /** Picks the next chunk's versions and starts reading them. */
+  #read(): Chunk | undefined {
+    const all = this.#reader.keys;
+    if (this.#pos >= all.length) return undefined;
+    const keys: string[] = [], scns: number[] = [], rows: Buffer[] = [];
+    const end = Math.min(all.length, this.#pos + CHUNK);
+    for (; this.#pos < end; this.#pos++) {
+      const key = all[this.#pos];
+      const scn = this.#index.versionAt(key, this.#S);
+      if (scn === undefined) continue;
+      keys.push(key); scns.push(scn); rows.push(histKey(this.#qid, key, scn));
+    }
+    return { keys, scns, values: rows.length ? this.#store.getMany(rows, this.#snapshot) : Promise.resolve([]) };
   }
 
   /** The next rows of the answer (possibly none), or undefined once the scan is complete. */
   async next(): Promise<HistoricalRow[] | undefined> {
-    if (this.#done) return undefined;
-    // Read ahead: the next chunk of keys is read (on LevelDB's thread) while this one is
-    // picked, fetched and sent.
-    const entries = await (this.#ahead ?? this.#cursor.next(CHUNK));
-    this.#ahead = entries.length ? this.#cursor.next(CHUNK) : undefined;
-    const picked: Buffer[] = [];
-    for (const [k] of entries) {
-      if (!this.#groupKey || !sameHistKey(this.#groupKey, k)) {
-        if (this.#pick) picked.push(this.#pick);
-        this.#groupKey = k; this.#pick = undefined;
-      }
-      if (histScn(k) <= this.#S) this.#pick = k;
-    }
-    if (entries.length === 0) {
-      if (this.#pick) picked.push(this.#pick);
-      this.#pick = undefined;
-      this.#done = true;
-    }
+    if (this.#closed) return undefined;
+    const chunk = this.#ahead ?? this.#read();
+    if (!chunk) { await this.close(); return undefined; }
+    this.#ahead = this.#read();
+    const values = await chunk.values;
     const rows: HistoricalRow[] = [];
-    if (picked.length) {
-      const values = await this.#store.getMany(picked, this.#snapshot);
-      for (let i = 0; i < picked.length; i++) {
-        const v = values[i];
-        if (!v) continue; // (not possible at one snapshot; defensive)
-        const { meta, message } = decodeEvent(v);
-        if (meta.op === 'delete') continue;
-        const { key, scn } = parseHistKey(picked[i]);
-        rows.push({ key, scn, ts: meta.ts, bytes: message });
-      }
+    for (let i = 0; i < chunk.keys.length; i++) {
+      const v = values[i];
+      if (!v) continue; // (not possible at a quiescent point; defensive)
+      const { meta, message } = decodeEvent(v);
+      if (meta.op === 'delete') continue;
+      rows.push({ key: chunk.keys[i], scn: chunk.scns[i], ts: meta.ts, bytes: message });
     }
-    if (this.#done) await this.close();
     return rows;
   }
 
-  #closed = false;
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#done = true;
     const ahead = this.#ahead; this.#ahead = undefined;
-    try { await ahead; } catch { /* closing anyway */ }
-    try { await this.#cursor.close(); } finally { await this.#snapshot.close(); }
+    try { await ahead?.values; } catch { /* closing anyway */ }
+    this.#reader.close();
+    await this.#snapshot.close();
   }
 }

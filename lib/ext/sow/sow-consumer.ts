@@ -377,9 +377,15 @@ export class SowConsumer implements Consumer {
     this.pump();
   }
 
-  async #historical(S: number): Promise<void> {
+  /** Opens the historical scan where the index and a snapshot agree (historical-scan.ts), then streams or sorts it. */
+  #historical(S: number): Promise<void> {
     const q = this.#s.queue;
-    const scan = new HistoricalScan(q.ctx.store, q.id, S);
+    return new Promise<HistoricalScan | undefined>((resolve) => q.ctx.committer.atQuiescentPoint(() => {
+      resolve(this.#closed ? undefined : new HistoricalScan(q.ctx.store, q.id, this.#s.versions, S, q.committedScn));
+    })).then((scan) => scan && this.#historicalFrom(scan, S));
+  }
+
+  async #historicalFrom(scan: HistoricalScan, S: number): Promise<void> {
     if (!this.#plan.options.order_by && !this.#paging) {
       // Streams: filter, skip_n and top_n apply per row as it is sent (bounded memory).
       this.#histStream = scan;

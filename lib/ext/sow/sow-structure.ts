@@ -20,6 +20,7 @@ import { extractKey, type KeySpec } from './sow-key.js';
 import { logger } from '../../core/log.js';
 import { amqpMessage } from '../../codec/amqp.js';
 import { ownCopy } from '../../codec/own-bytes.js';
+import { VersionIndex } from './version-index.js';
 
 const log = logger('sow');
 const EMPTY = Buffer.alloc(0);
@@ -79,6 +80,8 @@ export class SowStructure implements QueueStructure {
   readonly queue: Queue;
   readonly settings: SowSettings;
   readonly records = new Map<string, SowRecord>();
+  /** Per key, the SCNs of its rows in the `hist` table (historical queries; version-index.ts). */
+  readonly versions = new VersionIndex();
   /** Recent committed events, oldest first (SCNs increasing, gaps possible after failures). */
   readonly ring: SowEvent[] = [];
   /** Oldest SCN still in the log (0 = empty). */
@@ -171,6 +174,7 @@ export class SowStructure implements QueueStructure {
     const indexed = ts > this.#lastIndexedTs;
     if (indexed) { ops.push({ type: 'put', key: timeKey(q.id, ts, scn), value: EMPTY }); this.#lastIndexedTs = ts; }
     let histAdded = 0;
+    let histDropped: number | undefined; // SCN of the superseded version whose row this event deletes
     let lastKeptTs = prev?.lastKeptTs;
     if (this.hasHistory) {
       // Granularity: the superseded version stays only if no copy of this key was kept in the last G.
@@ -178,7 +182,7 @@ export class SowStructure implements QueueStructure {
       if (prev && this.settings.historyGranularity > 0) {
         const keep = lastKeptTs === undefined || prev.ts - lastKeptTs >= this.settings.historyGranularity;
         if (keep) lastKeptTs = prev.ts;
-        else { ops.push({ type: 'del', key: histKey(q.id, key, prev.scn) }); histAdded--; }
+        else { ops.push({ type: 'del', key: histKey(q.id, key, prev.scn) }); histAdded--; histDropped = prev.scn; }
       } else if (prev) {
         lastKeptTs = prev.ts;
       }
@@ -209,6 +213,10 @@ export class SowStructure implements QueueStructure {
         this.#settle(key, pend, 'done');
         if (expiring) q.counters.expired++;
         this.historyVersions += histAdded;
+        if (this.hasHistory) {
+          if (histDropped !== undefined) this.versions.remove(key, histDropped);
+          this.versions.add(key, scn);
+        }
         // A version stopped being current (or a tombstone was written) at ts: the sweep has work once ts leaves the window.
         if (this.hasHistory && (prev || op === 'delete')) this.#noteSupersede(ts);
         this.logCount++;
@@ -309,25 +317,34 @@ export class SowStructure implements QueueStructure {
     if (last.length === RING_CAPACITY && this.ring.length) this.ringFloor = this.ring[0].scn - 1;
     this.logCount = await countRange(store, lp);
     if (this.hasHistory) {
+      // One pass over the history: the version index, the count, and for granularity the
+      // newest superseded version kept per key (lastKeptTs; G = 0 needs no values then).
       const hp = queuePrefix(HIST, q.id);
-      this.historyVersions = await countRange(store, hp);
-      // Granularity needs per key the newest superseded version kept (lastKeptTs); G = 0
-      // does not, and then recovery reads no history row at all.
-      if (this.settings.historyGranularity > 0) {
-        let prevKey = '', prevTs: number | undefined, lastKept: number | undefined;
-        for await (const [k, v] of store.rows({ gte: hp, lt: prefixEnd(hp) })) {
-          const { key } = parseHistKey(k);
-          const ts = eventTs(v);
-          if (key !== prevKey) {
-            if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
-            prevKey = key; lastKept = undefined;
-          } else {
-            lastKept = prevTs;
+      const G = this.settings.historyGranularity > 0;
+      let prevKey = '', prevTs: number | undefined, lastKept: number | undefined, n = 0;
+      const cursor = store.cursor({ gte: hp, lt: prefixEnd(hp), keysOnly: !G });
+      try {
+        for (;;) {
+          const rows = await cursor.next(1000);
+          if (rows.length === 0) break;
+          for (const [k, v] of rows) {
+            const { key, scn } = parseHistKey(k);
+            this.versions.load(key, scn);
+            n++;
+            if (!G) continue;
+            const ts = eventTs(v);
+            if (key !== prevKey) {
+              if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
+              prevKey = key; lastKept = undefined;
+            } else {
+              lastKept = prevTs;
+            }
+            prevTs = ts;
           }
-          prevTs = ts;
         }
-        if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
-      }
+      } finally { await cursor.close(); }
+      if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
+      this.historyVersions = n;
     }
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
     if (head) max = Math.max(max, readScn(head, 0) - 1);
@@ -619,8 +636,10 @@ export class SowStructure implements QueueStructure {
     } else this.#sweepAt = prev;
     this.sweepPasses += finished ? 1 : 0;
     if (ops.length) {
-      await new Promise<void>((res) => q.ctx.committer.add(ops, () => res()));
+      const failed = await new Promise<Error | undefined>((res) => q.ctx.committer.add(ops, (err) => res(err ?? undefined)));
+      if (failed) return; // the rows are still there: the next pass finds them again
       this.historyVersions = Math.max(0, this.historyVersions - ops.length);
+      for (const op of ops) { const { key, scn } = parseHistKey(op.key); this.versions.remove(key, scn); }
     }
   }
 }

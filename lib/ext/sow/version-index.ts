@@ -1,0 +1,175 @@
+/**
+ * Which versions of each key the `hist` table holds, in memory: per key the ascending SCNs
+ * of its rows (superseded versions, tombstones and the current version alike).
+ *
+ * Why: a historical query needs per key the newest version at or below S. Found by scanning
+ * the table it visits every retained version (1M rows for 100k keys x 10 versions), and
+ * LevelDB through classic-level costs ~1.2 us per row visited even reading keys only: over
+ * a second before the first record leaves. With this index the query visits each key once,
+ * picks its version here and reads exactly those rows (historical-scan.ts).
+ * Cost: ~8 bytes per retained version plus ~100 per key (docs/performance.md).
+ *
+ * Kept in step with the table at commit time (sow-structure.ts: a version is added when its
+ * batch is durable, and removed when the batch that deletes its row is), so at a quiescent
+ * point of the committer the index and a LevelDB snapshot taken there agree. While a reader
+ * streams from such a snapshot, removals wait (its snapshot still has those rows, and the
+ * answer must not change under it); additions are SCNs above any reader's S.
+ *
+ * Key order, the order of the answer, is UTF-8 byte order (LevelDB's order of the table).
+ * The sorted list is kept between queries; keys new since the last query are sorted and
+ * merged in when the next one opens.
+ */
+
+interface Entry {
+  /** Ascending SCNs of the key's rows. */
+  v: number[];
+}
+
+export class VersionIndex {
+  readonly #entries = new Map<string, Entry>();
+  /** Keys in byte order, as of the last merge (some may have no versions left). */
+  #sorted: string[] = [];
+  /** Keys added since the last merge, in no order. */
+  #fresh: string[] = [];
+  /** Keys of #sorted with no versions left (dropped at the next merge without readers). */
+  #empty = 0;
+  #readers = 0;
+  #deferred: Array<[string, number]> = [];
+  /** Retained versions indexed. */
+  size = 0;
+
+  /** A version committed now (its SCN is above every SCN of the key already here). */
+  add(key: string, scn: number): void {
+    let e = this.#entries.get(key);
+    if (!e) {
+      e = { v: [] };
+      this.#entries.set(key, e);
+      this.#fresh.push(key);
+    } else if (e.v.length === 0) {
+      this.#empty--;
+    }
+    e.v.push(scn);
+    this.size++;
+  }
+
+  /**
+   * Recovery: rows read in table order, (key, SCN) ascending, so keys arrive sorted and go
+   * straight to the sorted list.
+   */
+  load(key: string, scn: number): void {
+    let e = this.#entries.get(key);
+    if (!e) {
+      e = { v: [] };
+      this.#entries.set(key, e);
+      this.#sorted.push(key);
+    }
+    e.v.push(scn);
+    this.size++;
+  }
+
+  /** A version's row was deleted (history window, granularity); waits while a reader is open. */
+  remove(key: string, scn: number): void {
+    if (this.#readers > 0) { this.#deferred.push([key, scn]); return; }
+    const e = this.#entries.get(key);
+    if (!e) return;
+    const i = indexOf(e.v, scn);
+    if (i < 0) return;
+    e.v.splice(i, 1);
+    this.size--;
+    if (e.v.length === 0) this.#empty++;
+  }
+
+  /** The newest version of `key` at or below `S`, or undefined. */
+  versionAt(key: string, S: number): number | undefined {
+    const v = this.#entries.get(key)?.v;
+    if (!v || v.length === 0) return undefined;
+    // Last index with v[i] <= S.
+    let lo = 0, hi = v.length;
+    while (lo < hi) { const mid = (lo + hi) >>> 1; if (v[mid] <= S) lo = mid + 1; else hi = mid; }
+    return lo === 0 ? undefined : v[lo - 1];
+  }
+
+  /** Every SCN of `key` (tests, tools). */
+  versionsOf(key: string): readonly number[] { return this.#entries.get(key)?.v ?? []; }
+
+  /**
+   * Opens a reader: the keys in byte order (an array nobody changes while the reader holds
+   * it), and removals held back until close(). Call at the point its snapshot is taken.
+   */
+  openReader(): { keys: readonly string[]; close(): void } {
+    const keys = this.#merged();
+    this.#readers++;
+    let open = true;
+    return {
+      keys,
+      close: () => {
+        if (!open) return;
+        open = false;
+        if (--this.#readers === 0 && this.#deferred.length) {
+          const d = this.#deferred; this.#deferred = [];
+          for (const [k, s] of d) this.remove(k, s);
+        }
+      },
+    };
+  }
+
+  /** The sorted list with the fresh keys merged in (and, without readers, empty keys dropped). */
+  #merged(): string[] {
+    const prune = this.#readers === 0 && this.#empty > 0;
+    if (this.#fresh.length === 0 && !prune) return this.#sorted;
+    const fresh = this.#fresh;
+    this.#fresh = [];
+    sortBytewise(fresh);
+    const old = this.#sorted;
+    const out: string[] = new Array(old.length + fresh.length);
+    let i = 0, j = 0, n = 0;
+    const keep = (k: string) => {
+      if (!prune) return true;
+      const e = this.#entries.get(k)!;
+      if (e.v.length > 0) return true;
+      this.#entries.delete(k);
+      return false;
+    };
+    while (i < old.length || j < fresh.length) {
+      const k = j >= fresh.length || (i < old.length && compareBytewise(old[i], fresh[j]) <= 0) ? old[i++] : fresh[j++];
+      if (keep(k)) out[n++] = k;
+    }
+    out.length = n;
+    if (prune) this.#empty = 0;
+    this.#sorted = out;
+    return out;
+  }
+}
+
+function indexOf(v: number[], scn: number): number {
+  let lo = 0, hi = v.length;
+  while (lo < hi) { const mid = (lo + hi) >>> 1; if (v[mid] < scn) lo = mid + 1; else hi = mid; }
+  return lo < v.length && v[lo] === scn ? lo : -1;
+}
+
+const SURROGATE = /[\ud800-\udfff]/;
+
+/**
+ * UTF-8 byte order is code point order; JS compares UTF-16 code units, which differs only
+ * between a surrogate pair (U+10000 and up) and a code unit from U+E000 to U+FFFF.
+ */
+export function compareBytewise(a: string, b: string): number {
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i), y = b.charCodeAt(i);
+    if (x === y) continue;
+    if (x >= 0xd800 && y >= 0xd800) return rank(x) - rank(y);
+    return x - y;
+  }
+  return a.length - b.length;
+}
+
+/** For a code unit from U+D800 up: surrogates rank above U+E000-U+FFFF, as their code points do. */
+function rank(c: number): number { return c >= 0xe000 ? c - 0x800 : c + 0x2000; }
+
+/** Sorts in UTF-8 byte order: the engine's own sort when no key has a surrogate (the same order then). */
+export function sortBytewise(keys: string[]): void {
+  if (keys.some((k) => SURROGATE.test(k))) keys.sort(compareBytewise);
+  else keys.sort();
+}

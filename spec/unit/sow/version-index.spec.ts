@@ -1,0 +1,114 @@
+/** lib/ext/sow/version-index.ts: per-key versions, key order, readers that hold back removals. */
+import { expect } from 'chai';
+import { VersionIndex, compareBytewise, sortBytewise } from '../../../lib/ext/sow/version-index.js';
+import { prng } from '../../../tools/crash/common.js';
+
+const utf8Order = (a: string, b: string) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+
+/** Random strings over code points where UTF-16 and UTF-8 orders disagree. */
+function randomKey(rand: () => number): string {
+  const pool = [0x41, 0x61, 0x7a, 0xe9, 0x4e2d, 0xd7ff, 0xe000, 0xfffd, 0xffff, 0x1f600, 0x10000, 0x10ffff];
+  let s = '';
+  const n = 1 + Math.floor(rand() * 4);
+  for (let i = 0; i < n; i++) s += String.fromCodePoint(pool[Math.floor(rand() * pool.length)]);
+  return s;
+}
+
+describe('VersionIndex', () => {
+  it('compareBytewise is UTF-8 byte order (code point order), unlike the engine\'s UTF-16 compare', () => {
+    const rand = prng(7);
+    let differs = 0;
+    for (let i = 0; i < 20000; i++) {
+      const a = randomKey(rand), b = randomKey(rand);
+      expect(Math.sign(compareBytewise(a, b)), `${JSON.stringify(a)} vs ${JSON.stringify(b)}`).to.equal(Math.sign(utf8Order(a, b)));
+      if (Math.sign(a < b ? -1 : a > b ? 1 : 0) !== Math.sign(utf8Order(a, b))) differs++;
+    }
+    expect(differs, 'the case exists in the sample').to.be.greaterThan(100);
+    const keys = Array.from({ length: 3000 }, () => randomKey(rand));
+    const want = [...keys].sort(utf8Order);
+    sortBytewise(keys);
+    expect(keys).to.deep.equal(want);
+  });
+
+  it('versionAt gives the newest version at or below S', () => {
+    const x = new VersionIndex();
+    for (const scn of [3, 8, 20]) x.add('k', scn);
+    expect([0, 2, 3, 7, 8, 19, 20, 1000].map((S) => x.versionAt('k', S))).to.deep.equal([undefined, undefined, 3, 3, 8, 8, 20, 20]);
+    expect(x.versionAt('none', 100)).to.equal(undefined);
+    x.remove('k', 8);
+    expect(x.versionAt('k', 10)).to.equal(3);
+    expect(x.size).to.equal(2);
+  });
+
+  it('a reader sees keys in byte order, new keys merged in by the next reader, and removals wait for it', () => {
+    const x = new VersionIndex();
+    x.load('a', 1); x.load('c', 2); x.load('\ud83d\ude00', 3); // recovery: table order
+    x.add('\uffff', 4); x.add('b', 5);
+    const r1 = x.openReader();
+    expect(r1.keys).to.deep.equal(['a', 'b', 'c', '\uffff', '\ud83d\ude00']);
+    x.add('aa', 6);
+    x.remove('c', 2);
+    expect(x.versionAt('c', 10), 'held back while r1 reads').to.equal(2);
+    expect(r1.keys, 'r1 keeps its list').to.deep.equal(['a', 'b', 'c', '\uffff', '\ud83d\ude00']);
+    const r2 = x.openReader();
+    expect(r2.keys).to.deep.equal(['a', 'aa', 'b', 'c', '\uffff', '\ud83d\ude00']);
+    r1.close();
+    expect(x.versionAt('c', 10), 'r2 still reads').to.equal(2);
+    r2.close();
+    r2.close(); // twice is harmless
+    expect(x.versionAt('c', 10)).to.equal(undefined);
+    expect(x.size).to.equal(5);
+    // A key with no versions left leaves the list at the next merge without readers.
+    expect(x.openReader().keys).to.deep.equal(['a', 'aa', 'b', '\uffff', '\ud83d\ude00']);
+  });
+
+  it('a key emptied and written again is listed once', () => {
+    const x = new VersionIndex();
+    x.add('k', 1);
+    x.openReader().close();
+    x.remove('k', 1);
+    x.add('k', 2);
+    x.add('j', 3);
+    const keys = x.openReader().keys;
+    expect(keys).to.deep.equal(['j', 'k']);
+    expect(x.versionsOf('k')).to.deep.equal([2]);
+  });
+
+  it('agrees with a plain model over random adds, removals and readers', () => {
+    const rand = prng(99);
+    const x = new VersionIndex();
+    const model = new Map<string, number[]>();
+    const held: Array<[string, number]> = [];
+    let reader: { keys: readonly string[]; close(): void } | undefined;
+    let scn = 0;
+    const names = Array.from({ length: 40 }, () => randomKey(rand));
+    for (let step = 0; step < 5000; step++) {
+      const r = rand();
+      const key = names[Math.floor(rand() * names.length)];
+      if (r < 0.55) { x.add(key, ++scn); model.set(key, [...(model.get(key) ?? []), scn]); }
+      else if (r < 0.85) {
+        const v = model.get(key);
+        if (v?.length) {
+          const s = v[Math.floor(rand() * v.length)];
+          x.remove(key, s);
+          if (reader) held.push([key, s]); else model.set(key, v.filter((y) => y !== s));
+        }
+      } else if (!reader) reader = x.openReader();
+      else {
+        reader.close(); reader = undefined;
+        for (const [k, s] of held.splice(0)) model.set(k, model.get(k)!.filter((y) => y !== s));
+      }
+      if (step % 250 === 0 && !reader) {
+        const keys = x.openReader();
+        const want = [...model].filter(([, v]) => v.length).map(([k]) => k).sort(utf8Order);
+        expect(keys.keys.filter((k) => x.versionsOf(k).length)).to.deep.equal(want);
+        keys.close();
+        for (const [k, v] of model) {
+          expect(x.versionsOf(k)).to.deep.equal(v);
+          const S = Math.floor(rand() * (scn + 2));
+          expect(x.versionAt(k, S)).to.equal([...v].reverse().find((y) => y <= S));
+        }
+      }
+    }
+  });
+});
