@@ -55,6 +55,14 @@ describe('FrameWriter', () => {
     expect(s.bytes.equals(Buffer.concat(parts))).to.equal(true);
   });
 
+  it('a full slab leaves at once, before the end of the tick', () => {
+    const s = new FakeSocket();
+    const w = new FrameWriter(s as any);
+    for (let i = 0; i < 100; i++) w.append(frame(1000, i));
+    expect(s.writes.length, 'written during the tick').to.be.greaterThan(0);
+    expect(s.bytes.equals(Buffer.concat(Array.from({ length: s.bytes.length / 1000 }, (_, i) => frame(1000, i))))).to.equal(true);
+  });
+
   it('bytes handed to the socket are not overwritten by later frames (the socket may still hold them)', async () => {
     const s = new FakeSocket();
     const held: Buffer[] = [];
