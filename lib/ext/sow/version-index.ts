@@ -7,7 +7,8 @@
  * LevelDB through classic-level costs ~1.2 us per row visited even reading keys only: over
  * a second before the first record leaves. With this index the query visits each key once,
  * picks its version here and reads exactly those rows (historical-scan.ts).
- * Cost: ~8 bytes per retained version plus ~100 per key (docs/performance.md).
+ * Cost per retained version: 8 bytes in a plain array up to 32 versions of a key, 4 bytes
+ * off the JS heap past that; plus ~150 bytes per key (docs/performance.md).
  *
  * Kept in step with the table at commit time (sow-structure.ts: a version is added when its
  * batch is durable, and removed when the batch that deletes its row is), so at a quiescent
@@ -20,13 +21,92 @@
  * merged in when the next one opens.
  */
 
-interface Entry {
-  /** Ascending SCNs of the key's rows. */
-  v: number[];
+/** Versions a key keeps in a plain array before they move to a Float64Array. */
+const SMALL = 32;
+
+/**
+ * One key's ascending SCNs: a plain array while short, then a typed array (doubling) off
+ * the JS heap, so a deep history costs 4 bytes a version and nothing for the GC to mark or
+ * keep headroom for (the broker's RSS stays near flat as versions accumulate). The typed
+ * array holds offsets from the first SCN (Uint32Array), or SCNs themselves (Float64Array)
+ * once an offset would not fit 32 bits.
+ */
+class ScnList {
+  #small: number[] | undefined = [];
+  #big: Uint32Array | Float64Array | undefined;
+  #base = 0;
+  #n = 0;
+
+  get length(): number { return this.#small ? this.#small.length : this.#n; }
+
+  at(i: number): number { return this.#small ? this.#small[i] : this.#base + this.#big![i]; }
+
+  push(scn: number): void {
+    const small = this.#small;
+    if (small) {
+      if (small.length < SMALL) { small.push(scn); return; }
+      this.#base = small[0];
+      this.#big = new Uint32Array(SMALL * 4);
+      for (let i = 0; i < small.length; i++) this.#big[i] = small[i] - this.#base;
+      this.#n = small.length;
+      this.#small = undefined;
+    }
+    let big = this.#big!;
+    if (big instanceof Uint32Array && scn - this.#base > 0xffffffff) {
+      const abs = new Float64Array(big.length);
+      for (let i = 0; i < this.#n; i++) abs[i] = this.#base + big[i];
+      this.#big = big = abs;
+      this.#base = 0;
+    }
+    if (this.#n === big.length) {
+      const grown = new (big.constructor as Uint32ArrayConstructor | Float64ArrayConstructor)(big.length * 2);
+      grown.set(big);
+      this.#big = big = grown;
+    }
+    big[this.#n++] = scn - this.#base;
+  }
+
+  removeAt(i: number): void {
+    if (this.#small) { this.#small.splice(i, 1); return; }
+    const b = this.#big!;
+    b.copyWithin(i, i + 1, this.#n);
+    this.#n--;
+    // Back to a plain array when short again; halved when three quarters are unused (a
+    // purge removed most of a deep history).
+    if (this.#n <= SMALL / 2) {
+      const small: number[] = [];
+      for (let j = 0; j < this.#n; j++) small.push(this.#base + b[j]);
+      this.#small = small; this.#big = undefined; this.#n = 0; this.#base = 0;
+    } else if (this.#n * 4 < b.length && b.length > SMALL * 4) {
+      this.#big = b.slice(0, b.length / 2);
+    }
+  }
+
+  /** Index of `scn`, or -1. */
+  indexOf(scn: number): number {
+    let lo = 0, hi = this.length;
+    while (lo < hi) { const mid = (lo + hi) >>> 1; if (this.at(mid) < scn) lo = mid + 1; else hi = mid; }
+    return lo < this.length && this.at(lo) === scn ? lo : -1;
+  }
+
+  /** The last SCN at or below S, or undefined. */
+  atOrBelow(S: number): number | undefined {
+    let lo = 0, hi = this.length;
+    while (lo < hi) { const mid = (lo + hi) >>> 1; if (this.at(mid) <= S) lo = mid + 1; else hi = mid; }
+    return lo === 0 ? undefined : this.at(lo - 1);
+  }
+
+  toArray(): number[] {
+    if (this.#small) return [...this.#small];
+    const out: number[] = [];
+    for (let i = 0; i < this.#n; i++) out.push(this.at(i));
+    return out;
+  }
 }
 
+
 export class VersionIndex {
-  readonly #entries = new Map<string, Entry>();
+  readonly #entries = new Map<string, ScnList>();
   /** Keys in byte order, as of the last merge (some may have no versions left). */
   #sorted: string[] = [];
   /** Keys added since the last merge, in no order. */
@@ -42,13 +122,13 @@ export class VersionIndex {
   add(key: string, scn: number): void {
     let e = this.#entries.get(key);
     if (!e) {
-      e = { v: [] };
+      e = new ScnList();
       this.#entries.set(key, e);
       this.#fresh.push(key);
-    } else if (e.v.length === 0) {
+    } else if (e.length === 0) {
       this.#empty--;
     }
-    e.v.push(scn);
+    e.push(scn);
     this.size++;
   }
 
@@ -59,11 +139,11 @@ export class VersionIndex {
   load(key: string, scn: number): void {
     let e = this.#entries.get(key);
     if (!e) {
-      e = { v: [] };
+      e = new ScnList();
       this.#entries.set(key, e);
       this.#sorted.push(key);
     }
-    e.v.push(scn);
+    e.push(scn);
     this.size++;
   }
 
@@ -72,25 +152,20 @@ export class VersionIndex {
     if (this.#readers > 0) { this.#deferred.push([key, scn]); return; }
     const e = this.#entries.get(key);
     if (!e) return;
-    const i = indexOf(e.v, scn);
+    const i = e.indexOf(scn);
     if (i < 0) return;
-    e.v.splice(i, 1);
+    e.removeAt(i);
     this.size--;
-    if (e.v.length === 0) this.#empty++;
+    if (e.length === 0) this.#empty++;
   }
 
   /** The newest version of `key` at or below `S`, or undefined. */
   versionAt(key: string, S: number): number | undefined {
-    const v = this.#entries.get(key)?.v;
-    if (!v || v.length === 0) return undefined;
-    // Last index with v[i] <= S.
-    let lo = 0, hi = v.length;
-    while (lo < hi) { const mid = (lo + hi) >>> 1; if (v[mid] <= S) lo = mid + 1; else hi = mid; }
-    return lo === 0 ? undefined : v[lo - 1];
+    return this.#entries.get(key)?.atOrBelow(S);
   }
 
   /** Every SCN of `key` (tests, tools). */
-  versionsOf(key: string): readonly number[] { return this.#entries.get(key)?.v ?? []; }
+  versionsOf(key: string): number[] { return this.#entries.get(key)?.toArray() ?? []; }
 
   /**
    * Opens a reader: the keys in byte order (an array nobody changes while the reader holds
@@ -126,7 +201,7 @@ export class VersionIndex {
     const keep = (k: string) => {
       if (!prune) return true;
       const e = this.#entries.get(k)!;
-      if (e.v.length > 0) return true;
+      if (e.length > 0) return true;
       this.#entries.delete(k);
       return false;
     };
@@ -139,12 +214,6 @@ export class VersionIndex {
     this.#sorted = out;
     return out;
   }
-}
-
-function indexOf(v: number[], scn: number): number {
-  let lo = 0, hi = v.length;
-  while (lo < hi) { const mid = (lo + hi) >>> 1; if (v[mid] < scn) lo = mid + 1; else hi = mid; }
-  return lo < v.length && v[lo] === scn ? lo : -1;
 }
 
 const SURROGATE = /[\ud800-\udfff]/;

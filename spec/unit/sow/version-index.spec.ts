@@ -62,6 +62,37 @@ describe('VersionIndex', () => {
     expect(x.openReader().keys).to.deep.equal(['a', 'aa', 'b', '\uffff', '\ud83d\ude00']);
   });
 
+  it('a deep history (past the plain-array size) grows, answers and shrinks correctly', () => {
+    const x = new VersionIndex();
+    const want: number[] = [];
+    for (let i = 1; i <= 1000; i++) { x.add('deep', i * 3); want.push(i * 3); }
+    expect(x.versionsOf('deep')).to.deep.equal(want);
+    expect([0, 3, 4, 1500, 2999, 3000, 9999].map((S) => x.versionAt('deep', S))).to.deep.equal([undefined, 3, 3, 1500, 2997, 3000, 3000]);
+    // A purge takes the oldest, then granularity the newest; the list shrinks through both forms.
+    for (let i = 1; i <= 980; i++) { x.remove('deep', i * 3); want.shift(); }
+    expect(x.versionsOf('deep')).to.deep.equal(want);
+    x.remove('deep', 3000); want.pop();
+    x.remove('deep', 2961); want.splice(want.indexOf(2961), 1);
+    x.remove('deep', 12345); // not there: nothing happens
+    expect(x.versionsOf('deep')).to.deep.equal(want);
+    expect(x.versionAt('deep', 2962)).to.equal(2958);
+    for (let i = 1001; i <= 1100; i++) { x.add('deep', i * 3); want.push(i * 3); }
+    expect(x.versionsOf('deep')).to.deep.equal(want);
+    expect(x.size).to.equal(want.length);
+  });
+
+  it('SCNs far apart (offsets past 32 bits) are kept exactly', () => {
+    const x = new VersionIndex();
+    const want: number[] = [];
+    for (let i = 0; i < 40; i++) { const scn = 5 + i * 7; x.add('far', scn); want.push(scn); }
+    for (const scn of [2 ** 33, 2 ** 40 + 1, 2 ** 52 + 3]) { x.add('far', scn); want.push(scn); }
+    expect(x.versionsOf('far')).to.deep.equal(want);
+    expect(x.versionAt('far', 2 ** 41)).to.equal(2 ** 40 + 1);
+    expect(x.versionAt('far', 2 ** 53)).to.equal(2 ** 52 + 3);
+    x.remove('far', 2 ** 40 + 1); want.splice(want.indexOf(2 ** 40 + 1), 1);
+    expect(x.versionsOf('far')).to.deep.equal(want);
+  });
+
   it('a key emptied and written again is listed once', () => {
     const x = new VersionIndex();
     x.add('k', 1);
