@@ -67,7 +67,17 @@ export class RheaSink implements DeliverySink {
 
   send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {
     if (this.#closed) return;
-    if ((opts?.settled || this.presettled) && this.#sendDirect(bytes)) return;
+    if (opts?.settled || this.presettled) {
+      if (this.#sendDirect(bytes, true)) return;
+    } else {
+      const d = this.#sendDirect(bytes, false);
+      if (d) {
+        this.#unsettled++;
+        d[SINK] = this;
+        if (onOutcome) d[OUTCOME] = onOutcome;
+        return;
+      }
+    }
     const d = this.#sender.send(bytes, undefined, 0);
     if (opts?.settled || this.presettled) { d.settled = true; return; }
     this.#unsettled++;
@@ -76,24 +86,31 @@ export class RheaSink implements DeliverySink {
   }
 
   /**
-   * A pre-settled delivery written straight into the connection's frame buffer, with the
-   * session and link state moved exactly as rhea's Outgoing.process moves it for one
-   * single-frame pre-settled delivery (ids, windows, credit, delivery count, tag). rhea's
-   * way costs a delivery object, a closure, a queue slot and a pass of process() per
-   * message: most of the send path of a snapshot. Only when nothing of this session waits
-   * in rhea's outgoing queue (so ids and frames stay in order) and the message fits one
-   * frame; otherwise false, and rhea sends it.
+   * A delivery written straight into the connection's frame buffer, with the session and
+   * link state moved exactly as rhea's Outgoing.process moves it for one single-frame
+   * delivery (ids, windows, credit, delivery count, tag). rhea's way costs a delivery
+   * object with a closure, a queue slot and a pass of process() per message: most of the
+   * send path of a snapshot. Only when nothing of this session waits in rhea's outgoing
+   * queue (so ids and frames stay in order) and the message fits one frame; otherwise
+   * nothing is done, and rhea sends it.
+   * Pre-settled: nothing to track, and only while the session tracks no delivery at all
+   * (its delivery buffer finds deliveries by id offset from the head, so no id may be
+   * missing from it). Unsettled: an OutgoingDelivery goes into rhea's delivery buffer, as
+   * rhea's own would, for the peer's disposition to find. Returns true, or that delivery.
    */
-  #sendDirect(bytes: Buffer): boolean {
+  #sendDirect(bytes: Buffer, settled: true): boolean;
+  #sendDirect(bytes: Buffer, settled: false): any;
+  #sendDirect(bytes: Buffer, settled: boolean): any {
     const s = this.#sender;
     const session = s.session;
     const out = session?.outgoing;
-    if (!out || out.deliveries.size !== 0 || !(s.credit > 0) || !(out.transfer_window() > 0)) return false;
+    if (!out || out.next_pending_delivery !== out.next_delivery_id || !(s.credit > 0) || !(out.transfer_window() > 0)) return undefined;
+    if (settled ? out.deliveries.size !== 0 : out.deliveries.available() <= 0) return undefined;
     const writer = FrameWriter.of(s.connection);
-    if (!writer || !s.connection.socket_ready) return false;
+    if (!writer || !s.connection.socket_ready) return undefined;
     const tag = decimalTag(s.tag);
     const max = out.compute_max_payload(tag);
-    if (max !== undefined && bytes.length > max) return false;
+    if (max !== undefined && bytes.length > max) return undefined;
     s.tag++;
     const id = out.next_delivery_id++;
     out.next_pending_delivery++;
@@ -101,8 +118,11 @@ export class RheaSink implements DeliverySink {
     out.window--;
     s.credit--;
     s.delivery_count++;
-    writer.transfer(session.local.channel, s.local.handle, id, tag, 0, true, false, bytes);
-    return true;
+    writer.transfer(session.local.channel, s.local.handle, id, tag, 0, settled, false, bytes);
+    if (settled) return true;
+    const d = new OutgoingDelivery(out, id, Buffer.from(tag), s);
+    out.deliveries.push(d);
+    return d;
   }
 
   drained(): void {
@@ -131,6 +151,32 @@ export class RheaSink implements DeliverySink {
   }
 
   get closed(): boolean { return this.#closed; }
+}
+
+const OUTGOING = Symbol('tidemark.outgoing');
+
+/**
+ * An unsettled delivery sent by #sendDirect: the fields rhea's Outgoing.send gives its
+ * deliveries (the data is not kept: it was written, and only Outgoing.process, which this
+ * delivery never enters, reads it), with `update` on the prototype instead of a closure.
+ */
+class OutgoingDelivery {
+  readonly data: Buffer[] = [];
+  readonly format = 0;
+  readonly next_to_send = 1;
+  readonly sent = true;
+  settled = false;
+  state: unknown = undefined;
+  remote_settled = false;
+  remote_state: unknown = undefined;
+  [OUTGOING]: { update(d: unknown, settled: unknown, state: unknown): void };
+  [key: symbol]: unknown;
+
+  constructor(outgoing: { update(d: unknown, settled: unknown, state: unknown): void }, readonly id: number, readonly tag: Buffer, readonly link: unknown) {
+    this[OUTGOING] = outgoing;
+  }
+
+  update(settled: unknown, state?: unknown): void { this[OUTGOING].update(this, settled, state); }
 }
 
 /** Routes a receiver's disposition on one of our deliveries to the core [AMQP 3.4]. */

@@ -1,6 +1,6 @@
 /**
- * Pre-settled deliveries written past rhea's outgoing queue (sink.ts #sendDirect) keep the
- * session's rules: delivery ids in sequence with rhea's own deliveries on the same session,
+ * Deliveries written past rhea's outgoing queue (sink.ts #sendDirect), pre-settled and
+ * unsettled, keep the session's rules: delivery ids in sequence with rhea's own deliveries on the same session,
  * the peer's incoming window, link credit, and unique tags. rhea's client checks the first
  * two itself: a delivery id out of sequence throws "frame sequence error", and more transfers
  * than its incoming window overflow its delivery buffer.
@@ -31,7 +31,7 @@ function take(conn: any, address: any, count: number, opts: { presettled: boolea
 
 const range = (n: number, f: (i: number) => unknown) => Array.from({ length: n }, (_, i) => f(i));
 
-describe('pre-settled deliveries written directly (sink.ts)', function () {
+describe('deliveries written directly (sink.ts)', function () {
   const b = useBroker();
 
   it('keep to a small incoming window of the peer, in order, with rhea\'s tags', async function () {
@@ -95,5 +95,30 @@ describe('pre-settled deliveries written directly (sink.ts)', function () {
       await new Promise((res) => setTimeout(res, 400));
       expect(got).to.deep.equal(range(10, (i) => i));
     } finally { await c.close(); }
+  });
+  it('unsettled: held until the peer settles them; released ones come back, accepted ones are gone', async function () {
+    const url = b.get().url;
+    await send(url, 'q.direct.unsettled', range(600, (i) => ({ body: i })));
+    const c = await connect(url);
+    try {
+      const held: any[] = [];
+      const seen: number[] = [];
+      const rcv = c.connection.open_receiver({ source: 'q.direct.unsettled', credit_window: 0, autoaccept: false });
+      rcv.on('message', (ctx: any) => { held.push(ctx.delivery); seen.push(ctx.message.body); });
+      await new Promise((res) => rcv.once('receiver_open', res));
+      rcv.add_credit(300);
+      for (let i = 0; i < 100 && held.length < 300; i++) await new Promise((res) => setTimeout(res, 20));
+      expect(seen).to.deep.equal(range(300, (i) => i)); // all 300 out at once, none settled yet
+      for (const d of held.splice(0, 100)) d.release();
+      for (const d of held.splice(0)) d.accept();
+      rcv.add_credit(400);
+      for (let i = 0; i < 100 && seen.length < 700; i++) await new Promise((res) => setTimeout(res, 20));
+      for (const d of held.splice(0)) d.accept();
+      expect(seen).to.have.length(700);
+      // The 100 released came back (before the 300 never sent), each exactly once.
+      expect([...seen.slice(300)].sort((x, y) => x - y)).to.deep.equal(range(100, (i) => i).concat(range(300, (i) => 300 + i)));
+      await new Promise((res) => setTimeout(res, 200));
+    } finally { await c.close(); }
+    expect(await receive(url, 'q.direct.unsettled', { idleMs: 300 })).to.have.length(0);
   });
 });
