@@ -18,6 +18,11 @@ export interface HistoricalRow { key: string; scn: number; ts: number; bytes: Bu
 
 /** Keys looked at per step, so memory stays bounded whatever the number of keys. */
 const CHUNK = 1000;
+/**
+ * Chunks read ahead: point reads of versions spread over the table touch a block each, so a
+ * chunk takes LevelDB a few ms; two in flight keep the link from waiting on them.
+ */
+const AHEAD = 2;
 
 interface Chunk { keys: string[]; scns: number[]; values: Promise<Array<Buffer | undefined>> }
 
@@ -29,7 +34,8 @@ export class HistoricalScan {
   readonly #snapshot: Snapshot;
   readonly #reader: { keys: readonly string[]; close(): void };
   #pos = 0;
-  #ahead?: Chunk;
+  /** Chunks being read, oldest first (AHEAD of them while one is sent). */
+  #ahead: Chunk[] = [];
   #closed = false;
 
   /** `S` is the point asked for, `committed` the last committed SCN now (versions above it are not in the snapshot). */
@@ -60,9 +66,13 @@ export class HistoricalScan {
   /** The next rows of the answer (possibly none), or undefined once the scan is complete. */
   async next(): Promise<HistoricalRow[] | undefined> {
     if (this.#closed) return undefined;
-    const chunk = this.#ahead ?? this.#read();
+    while (this.#ahead.length <= AHEAD) {
+      const c = this.#read();
+      if (!c) break;
+      this.#ahead.push(c);
+    }
+    const chunk = this.#ahead.shift();
     if (!chunk) { await this.close(); return undefined; }
-    this.#ahead = this.#read();
     const values = await chunk.values;
     const rows: HistoricalRow[] = [];
     for (let i = 0; i < chunk.keys.length; i++) {
@@ -78,8 +88,8 @@ export class HistoricalScan {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const ahead = this.#ahead; this.#ahead = undefined;
-    try { await ahead?.values; } catch { /* closing anyway */ }
+    const ahead = this.#ahead; this.#ahead = [];
+    for (const c of ahead) { try { await c.values; } catch { /* closing anyway */ } }
     this.#reader.close();
     await this.#snapshot.close();
   }

@@ -25,88 +25,73 @@
 const SMALL = 32;
 
 /**
- * One key's ascending SCNs: a plain array while short, then a typed array (doubling) off
- * the JS heap, so a deep history costs 4 bytes a version and nothing for the GC to mark or
- * keep headroom for (the broker's RSS stays near flat as versions accumulate). The typed
- * array holds offsets from the first SCN (Uint32Array), or SCNs themselves (Float64Array)
- * once an offset would not fit 32 bits.
+ * A key's ascending SCNs past SMALL of them (fewer are a plain number[] in the map): a
+ * typed array (doubling) off the JS heap, so a deep history costs 4 bytes a version and
+ * nothing for the GC to mark or keep headroom for (the broker's RSS stays near flat as
+ * versions accumulate). It holds offsets from the first SCN (Uint32Array), or SCNs
+ * themselves (Float64Array) once an offset would not fit 32 bits.
  */
-class ScnList {
-  #small: number[] | undefined = [];
-  #big: Uint32Array | Float64Array | undefined;
-  #base = 0;
-  #n = 0;
+class DeepList {
+  #big: Uint32Array | Float64Array;
+  #base: number;
+  length: number;
 
-  get length(): number { return this.#small ? this.#small.length : this.#n; }
+  constructor(scns: number[]) {
+    this.#base = scns[0];
+    this.#big = new Uint32Array(SMALL * 4);
+    this.length = 0;
+    for (const scn of scns) this.push(scn);
+  }
 
-  at(i: number): number { return this.#small ? this.#small[i] : this.#base + this.#big![i]; }
+  at(i: number): number { return this.#base + this.#big[i]; }
 
   push(scn: number): void {
-    const small = this.#small;
-    if (small) {
-      if (small.length < SMALL) { small.push(scn); return; }
-      this.#base = small[0];
-      this.#big = new Uint32Array(SMALL * 4);
-      for (let i = 0; i < small.length; i++) this.#big[i] = small[i] - this.#base;
-      this.#n = small.length;
-      this.#small = undefined;
-    }
-    let big = this.#big!;
+    let big = this.#big;
     if (big instanceof Uint32Array && scn - this.#base > 0xffffffff) {
       const abs = new Float64Array(big.length);
-      for (let i = 0; i < this.#n; i++) abs[i] = this.#base + big[i];
+      for (let i = 0; i < this.length; i++) abs[i] = this.#base + big[i];
       this.#big = big = abs;
       this.#base = 0;
     }
-    if (this.#n === big.length) {
+    if (this.length === big.length) {
       const grown = new (big.constructor as Uint32ArrayConstructor | Float64ArrayConstructor)(big.length * 2);
       grown.set(big);
       this.#big = big = grown;
     }
-    big[this.#n++] = scn - this.#base;
+    big[this.length++] = scn - this.#base;
   }
 
+  /** Removes index i; halves the array when three quarters are unused (a purge took most of a deep history). */
   removeAt(i: number): void {
-    if (this.#small) { this.#small.splice(i, 1); return; }
-    const b = this.#big!;
-    b.copyWithin(i, i + 1, this.#n);
-    this.#n--;
-    // Back to a plain array when short again; halved when three quarters are unused (a
-    // purge removed most of a deep history).
-    if (this.#n <= SMALL / 2) {
-      const small: number[] = [];
-      for (let j = 0; j < this.#n; j++) small.push(this.#base + b[j]);
-      this.#small = small; this.#big = undefined; this.#n = 0; this.#base = 0;
-    } else if (this.#n * 4 < b.length && b.length > SMALL * 4) {
-      this.#big = b.slice(0, b.length / 2);
-    }
-  }
-
-  /** Index of `scn`, or -1. */
-  indexOf(scn: number): number {
-    let lo = 0, hi = this.length;
-    while (lo < hi) { const mid = (lo + hi) >>> 1; if (this.at(mid) < scn) lo = mid + 1; else hi = mid; }
-    return lo < this.length && this.at(lo) === scn ? lo : -1;
-  }
-
-  /** The last SCN at or below S, or undefined. */
-  atOrBelow(S: number): number | undefined {
-    let lo = 0, hi = this.length;
-    while (lo < hi) { const mid = (lo + hi) >>> 1; if (this.at(mid) <= S) lo = mid + 1; else hi = mid; }
-    return lo === 0 ? undefined : this.at(lo - 1);
+    const b = this.#big;
+    b.copyWithin(i, i + 1, this.length);
+    this.length--;
+    if (this.length * 4 < b.length && b.length > SMALL * 4) this.#big = b.slice(0, b.length / 2);
   }
 
   toArray(): number[] {
-    if (this.#small) return [...this.#small];
     const out: number[] = [];
-    for (let i = 0; i < this.#n; i++) out.push(this.at(i));
+    for (let i = 0; i < this.length; i++) out.push(this.at(i));
     return out;
   }
 }
 
+type Scns = number[] | DeepList;
+const at = (v: Scns, i: number) => (Array.isArray(v) ? v[i] : v.at(i));
+
+/** Index of the first SCN >= scn, or with `above` the first > scn: a binary search. */
+function bound(v: Scns, scn: number, above: boolean): number {
+  let lo = 0, hi = v.length;
+  if (Array.isArray(v)) {
+    while (lo < hi) { const mid = (lo + hi) >>> 1; const x = v[mid]; if (x < scn || (above && x === scn)) lo = mid + 1; else hi = mid; }
+  } else {
+    while (lo < hi) { const mid = (lo + hi) >>> 1; const x = v.at(mid); if (x < scn || (above && x === scn)) lo = mid + 1; else hi = mid; }
+  }
+  return lo;
+}
 
 export class VersionIndex {
-  readonly #entries = new Map<string, ScnList>();
+  readonly #entries = new Map<string, Scns>();
   /** Keys in byte order, as of the last merge (some may have no versions left). */
   #sorted: string[] = [];
   /** Keys added since the last merge, in no order. */
@@ -120,15 +105,13 @@ export class VersionIndex {
 
   /** A version committed now (its SCN is above every SCN of the key already here). */
   add(key: string, scn: number): void {
-    let e = this.#entries.get(key);
+    const e = this.#entries.get(key);
     if (!e) {
-      e = new ScnList();
-      this.#entries.set(key, e);
+      this.#entries.set(key, [scn]);
       this.#fresh.push(key);
-    } else if (e.length === 0) {
-      this.#empty--;
+    } else {
+      this.#append(key, e, scn);
     }
-    e.push(scn);
     this.size++;
   }
 
@@ -137,14 +120,21 @@ export class VersionIndex {
    * straight to the sorted list.
    */
   load(key: string, scn: number): void {
-    let e = this.#entries.get(key);
+    const e = this.#entries.get(key);
     if (!e) {
-      e = new ScnList();
-      this.#entries.set(key, e);
+      this.#entries.set(key, [scn]);
       this.#sorted.push(key);
+    } else {
+      this.#append(key, e, scn);
     }
-    e.push(scn);
     this.size++;
+  }
+
+  #append(key: string, e: Scns, scn: number): void {
+    if (e.length === 0) this.#empty--;
+    if (!Array.isArray(e)) e.push(scn);
+    else if (e.length < SMALL) e.push(scn);
+    else { const d = new DeepList(e); d.push(scn); this.#entries.set(key, d); }
   }
 
   /** A version's row was deleted (history window, granularity); waits while a reader is open. */
@@ -152,20 +142,31 @@ export class VersionIndex {
     if (this.#readers > 0) { this.#deferred.push([key, scn]); return; }
     const e = this.#entries.get(key);
     if (!e) return;
-    const i = e.indexOf(scn);
-    if (i < 0) return;
-    e.removeAt(i);
+    const i = bound(e, scn, false);
+    if (i >= e.length || at(e, i) !== scn) return;
+    if (Array.isArray(e)) e.splice(i, 1);
+    else {
+      e.removeAt(i);
+      if (e.length <= SMALL / 2) this.#entries.set(key, e.toArray()); // short again
+    }
     this.size--;
     if (e.length === 0) this.#empty++;
   }
 
   /** The newest version of `key` at or below `S`, or undefined. */
   versionAt(key: string, S: number): number | undefined {
-    return this.#entries.get(key)?.atOrBelow(S);
+    const e = this.#entries.get(key);
+    if (!e) return undefined;
+    const i = bound(e, S, true) - 1; // the last SCN <= S
+
+    return i < 0 ? undefined : at(e, i);
   }
 
   /** Every SCN of `key` (tests, tools). */
-  versionsOf(key: string): number[] { return this.#entries.get(key)?.toArray() ?? []; }
+  versionsOf(key: string): number[] {
+    const e = this.#entries.get(key);
+    return !e ? [] : Array.isArray(e) ? [...e] : e.toArray();
+  }
 
   /**
    * Opens a reader: the keys in byte order (an array nobody changes while the reader holds
