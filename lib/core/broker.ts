@@ -6,6 +6,7 @@ import { loadConfig, type BrokerConfig } from './config.js';
 import { systemClock, type Clock } from './clock.js';
 import { Store } from './storage/store.js';
 import { Committer } from './storage/committer.js';
+import { IdleCompactor } from './storage/idle-compaction.js';
 import { ExtensionRegistry, type Extension, type ConsumerRequest, type ParsedFilter, type AuthAction } from './extensions.js';
 import { NodeRegistry } from './node-registry.js';
 import { AmqpServer, type ProtocolBackend } from './protocol/server.js';
@@ -45,6 +46,7 @@ export class Broker implements BrokerContext, ProtocolBackend {
   /** HTTP listener URL (metrics, console), set by the `http` extension; undefined when off. */
   httpUrl?: string;
   #stopped = false;
+  #compactor?: IdleCompactor;
 
   private constructor(config: BrokerConfig, clock: Clock) {
     this.config = config;
@@ -67,6 +69,9 @@ export class Broker implements BrokerContext, ProtocolBackend {
     }
     b.store = await Store.open(config.dataDir);
     b.committer = new Committer(b.store, config.commit.maxBatch);
+    const compactor = new IdleCompactor(b.store, config.compaction);
+    b.#compactor = compactor;
+    b.committer.onWritten = (ops) => compactor.written(ops);
     b.nodes = new NodeRegistry({ store: b.store, committer: b.committer, clock: b.clock, registry: b.extensions });
     await b.nodes.recover();
     for (const [name, q] of Object.entries(config.queues)) b.nodes.declare(name, { durable: q.durable ?? true, arguments: q.arguments ?? {} });
@@ -86,6 +91,7 @@ export class Broker implements BrokerContext, ProtocolBackend {
       try { await ext.stop?.(); } catch (err) { log.error('extension stop failed', { ext: ext.name, err }); }
     }
     await this.committer?.idle();
+    await this.#compactor?.close();
     await this.store?.close();
     log.info('stopped');
   }

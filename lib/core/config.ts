@@ -58,6 +58,8 @@ export interface BrokerConfig {
   };
   /** Group commit: most events in one LevelDB batch. */
   commit: { maxBatch: number };
+  /** Compaction of written ranges once idle (lib/core/storage/idle-compaction.ts); idleMs 0 = off. */
+  compaction: { idleMs: number; afterMB: number; maxMB: number };
   /** Extensions to load, by name (see lib/ext). */
   extensions: string[];
   /** Queues declared at start: name -> { durable, arguments }. */
@@ -115,6 +117,7 @@ const shape: { [k: string]: Shape } = {
     maxLinksPerSession: 'number', maxUnsettledPerLink: 'number', idleTimeoutMs: 'number', senderCredit: 'number',
   },
   commit: { maxBatch: 'number' },
+  compaction: { idleMs: 'number', afterMB: 'number', maxMB: 'number' },
   extensions: 'array',
   queues: (v, at) => {
     if (!isObj(v)) throw new ConfigError(`${at}: expected an object of queues`);

@@ -42,6 +42,8 @@ export class Committer {
   readonly stats: CommitStats = { batches: 0, groups: 0, totalLatencyMs: 0, maxGroups: 0 };
   /** Observers of each finished batch (metrics). */
   onBatch?: (groups: number, ms: number) => void;
+  /** Called with the ops of each batch written (idle compaction tracks what was written). */
+  onWritten?: (ops: readonly BatchOp[]) => void;
 
   constructor(store: Store, maxBatch = 300) {
     this.#store = store;
@@ -124,6 +126,7 @@ export class Committer {
       this.stats.batches++; this.stats.groups += cbs.length; this.stats.totalLatencyMs += ms;
       if (cbs.length > this.stats.maxGroups) this.stats.maxGroups = cbs.length;
       this.onBatch?.(cbs.length, ms);
+      if (!err) this.onWritten?.(ops);
       if (err) log.error('batch write failed', { err, groups: cbs.length });
       // A failed batch's events are refused through their callbacks, but its quiet deletes
       // record things that did happen (acknowledged messages): keep them for the next batch,

@@ -119,6 +119,16 @@ export class Store {
     return out;
   }
 
+  /** Compacts the range now (LevelDB's manual compaction, on its background thread). */
+  compactRange(gte: Buffer, lt: Buffer): Promise<void> {
+    return (this.#db as any).compactRange(gte, lt);
+  }
+
+  /** LevelDB's estimate of the bytes the range takes on disk (memtable not included). */
+  approximateSize(gte: Buffer, lt: Buffer): Promise<number> {
+    return (this.#db as any).approximateSize(gte, lt);
+  }
+
   clearRange(gte: Buffer, lt: Buffer): Promise<void> {
     return this.#db.clear({ gte, lt });
   }
