@@ -10,6 +10,8 @@ import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { send } from '../support/client.js';
 import { sowQuery, keyOf, scnOf, bodyJson } from '../support/sow-client.js';
 import { prng } from '../../tools/crash/common.js';
+import { ManualClock } from '../../lib/index.js';
+import { readKeyHistory } from '../../lib/ext/sow/history-read.js';
 
 const KEYS = ['a', 'ab', 'b', 'k\u00e9', 'z', '\ue000x', '\uffff', 'y\ud83d\ude00', '\ud83d\ude00', 'A', '0', 'a b', 'key-10', 'key-9', '\u4e2d', 'zz'];
 const queue = (name: string) => ({ address: name, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id', 'sow.history.window': '1h' } });
@@ -99,5 +101,74 @@ describe('historical queries against a model (version index)', function () {
     expect(answers[2]).to.deep.equal(expected(before, 450));
     const m = model(events);
     for (const S of [n0 + 1, n0 + 150, events.length]) expect(await answer(tb.url, 'hm.q', S), `S=${S}`).to.deep.equal(expected(m, S));
+  });
+});
+
+describe('historical queries with granularity against the retained versions (G > 0)', function () {
+  this.timeout(120000);
+  const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
+  const G = 10_000;
+  let clock: ManualClock;
+  let tb: TestBroker;
+  before(async () => { clock = new ManualClock(T0); tb = await startTestBroker({}, { clock }); });
+  after(async () => { await tb.stop(); });
+
+  it('each answer holds, per key, the newest retained version at or before T; every version existed; at most one superseded version per G; the same after a restart', async function () {
+    const q = 'hm.g';
+    const rand = prng(424242);
+    const keys = ['a', 'b', 'c', 'd', 'e', '\ud83d\ude00', '\uffff'];
+    const events: Array<{ t: number; key: string; v: number | null }> = [];
+    const live = new Set<string>();
+    let t = T0;
+    async function publish(n: number) {
+      for (let i = 0; i < n; i++) {
+        t += Math.floor(rand() * 6000);
+        clock.set(t);
+        const key = keys[Math.floor(rand() * keys.length)];
+        const del = live.has(key) && rand() < 0.25;
+        const idx = events.length;
+        const msg = del ? { message_annotations: { 'x-opt-tm-op': 'delete' }, body: JSON.stringify({ id: key }) } : { body: JSON.stringify({ id: key, v: idx }) };
+        if (del) live.delete(key); else live.add(key);
+        events.push({ t, key, v: del ? null : idx });
+        const out = await send(tb.url, idx === 0 ? { address: q, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id', 'sow.history.window': '1d', 'sow.history.granularity': '10s' } } : q, [msg]);
+        expect(out[0].state).to.equal('accepted');
+      }
+      clock.set(t + 1000);
+    }
+    async function check() {
+      const queue = tb.broker.nodes.get(q)!;
+      // The retained versions, read from the table (not through the version index).
+      const retained = new Map<string, Array<{ scn: number; ts: number; op: string }>>();
+      for (const key of keys) retained.set(key, ((await readKeyHistory(queue, key))?.versions ?? []).map(({ scn, ts, op }) => ({ scn, ts, op })));
+      let tombs = 0;
+      for (const [key, vs] of retained) {
+        // Superseded versions (all but the last), tombstones included, kept at least G apart.
+        for (let i = 1; i < vs.length - 1; i++) expect(vs[i].ts - vs[i - 1].ts, `${key}: kept versions ${JSON.stringify(vs.slice(Math.max(0, i - 2), i + 2))}`).to.be.at.least(G);
+        for (const x of vs) expect(events[x.scn - 1].key, `version ${x.scn} is an event of ${key}`).to.equal(key);
+        tombs += vs.slice(0, -1).filter((x) => x.op === 'delete').length;
+      }
+      expect(tombs, 'superseded tombstones are among the kept versions').to.be.greaterThan(0);
+      for (let n = 0; n < 30; n++) {
+        const T = T0 + Math.floor(rand() * (t - T0 + 2000));
+        const S = events.filter((e) => e.t <= T).length; // SCN of the last event at or before T
+        const want: Array<[string, number]> = [];
+        for (const [key, vs] of retained) {
+          const at = [...vs].reverse().find((x) => x.scn <= S);
+          if (at && at.op !== 'delete') want.push([key, events[at.scn - 1].v as number]);
+        }
+        want.sort((x, y) => Buffer.compare(Buffer.from(x[0]), Buffer.from(y[0])));
+        const r = await sowQuery(tb.url, q, { bookmark: new Date(T).toISOString() });
+        const got = r.records.map((m) => [keyOf(m), bodyJson(m).v] as [string, number]);
+        expect(got, `T = T0 + ${T - T0} ms (S = ${S})`).to.deep.equal(want);
+        // Every version in the answer existed at T: published at or before it.
+        for (const [, v] of got) expect(events[v].t).to.be.at.most(T);
+      }
+    }
+    await publish(160);
+    await check();
+    // After a restart the tombstones and kept times are rebuilt: re-created keys still follow G.
+    await tb.restart();
+    await publish(120);
+    await check();
   });
 });

@@ -80,6 +80,11 @@ export class SowStructure implements QueueStructure {
   readonly queue: Queue;
   readonly settings: SowSettings;
   readonly records = new Map<string, SowRecord>();
+  /**
+   * With granularity: each deleted key's tombstone (its SCN, time, and the newest superseded
+   * version kept before it), until the key is re-created or the tombstone purged.
+   */
+  readonly #tombs = new Map<string, { scn: number; ts: number; lastKeptTs?: number }>();
   /** Per key, the SCNs of its rows in the `hist` table (historical queries; version-index.ts). */
   readonly versions = new VersionIndex();
   /** Recent committed events, oldest first (SCNs increasing, gaps possible after failures). */
@@ -175,16 +180,21 @@ export class SowStructure implements QueueStructure {
     if (indexed) { ops.push({ type: 'put', key: timeKey(q.id, ts, scn), value: EMPTY }); this.#lastIndexedTs = ts; }
     let histAdded = 0;
     let histDropped: number | undefined; // SCN of the superseded version whose row this event deletes
-    let lastKeptTs = prev?.lastKeptTs;
+    // A deleted key's current version is its tombstone: with granularity, the event that
+    // re-creates (or deletes again) the key supersedes it like any other version.
+    const granular = this.hasHistory && this.settings.historyGranularity > 0;
+    const tomb = !prev && granular ? this.#tombs.get(key) : undefined;
+    const current = prev ?? tomb;
+    let lastKeptTs = current?.lastKeptTs;
     if (this.hasHistory) {
       // Granularity: the superseded version stays only if no copy of this key was kept in the last G.
       // (What the window purges later is found by the history sweep, see #sweepHistory.)
-      if (prev && this.settings.historyGranularity > 0) {
-        const keep = lastKeptTs === undefined || prev.ts - lastKeptTs >= this.settings.historyGranularity;
-        if (keep) lastKeptTs = prev.ts;
-        else { ops.push({ type: 'del', key: histKey(q.id, key, prev.scn) }); histAdded--; histDropped = prev.scn; }
-      } else if (prev) {
-        lastKeptTs = prev.ts;
+      if (current && granular) {
+        const keep = lastKeptTs === undefined || current.ts - lastKeptTs >= this.settings.historyGranularity;
+        if (keep) lastKeptTs = current.ts;
+        else { ops.push({ type: 'del', key: histKey(q.id, key, current.scn) }); histAdded--; histDropped = current.scn; }
+      } else if (current) {
+        lastKeptTs = current.ts;
       }
       ops.push({ type: 'put', key: histKey(q.id, key, scn), value: encodeEvent({ ts, op: op === 'delete' ? 'delete' : 'publish' }, op === 'delete' ? Buffer.alloc(0) : bytes) });
       histAdded++;
@@ -194,7 +204,9 @@ export class SowStructure implements QueueStructure {
     } else {
       ops.push({ type: 'put', key: sowKey(q.id, key), value: encodeEvent({ ts, op: 'publish', key, w: scn, ...(exp !== undefined ? { exp } : {}) }, bytes) });
     }
-    // In-memory state moves now, so the next prepare in this batch sees it.
+    // In-memory state moves now, so the next prepare in this batch sees it. (A failed batch
+    // restores records, not tombstones: the key then keeps its tombstone whatever G says.)
+    if (granular) { if (op === 'delete') this.#tombs.set(key, { scn, ts, lastKeptTs }); else if (tomb) this.#tombs.delete(key); }
     if (op === 'delete') { if (prev) { this.records.delete(key); this.#bytes -= prev.bytes.length; } }
     else {
       this.records.set(key, { scn, ts, bytes, lastKeptTs, ...(exp !== undefined ? { exp } : {}) });
@@ -321,7 +333,13 @@ export class SowStructure implements QueueStructure {
       // newest superseded version kept per key (lastKeptTs; G = 0 needs no values then).
       const hp = queuePrefix(HIST, q.id);
       const G = this.settings.historyGranularity > 0;
-      let prevKey = '', prevTs: number | undefined, lastKept: number | undefined, n = 0;
+      let prevKey = '', prevTs: number | undefined, prevScn = 0, prevTomb = false, lastKept: number | undefined, n = 0;
+      // The end of a key's group: its record's lastKeptTs, or its tombstone if it is deleted.
+      const endGroup = () => {
+        const r = this.records.get(prevKey);
+        if (r) r.lastKeptTs = lastKept;
+        else if (prevTomb) this.#tombs.set(prevKey, { scn: prevScn, ts: prevTs!, lastKeptTs: lastKept });
+      };
       const cursor = store.cursor({ gte: hp, lt: prefixEnd(hp), keysOnly: !G });
       try {
         for (;;) {
@@ -334,16 +352,16 @@ export class SowStructure implements QueueStructure {
             if (!G) continue;
             const ts = eventTs(v);
             if (key !== prevKey) {
-              if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
+              if (prevKey) endGroup();
               prevKey = key; lastKept = undefined;
             } else {
               lastKept = prevTs;
             }
-            prevTs = ts;
+            prevTs = ts; prevScn = scn; prevTomb = eventIsDelete(v);
           }
         }
       } finally { await cursor.close(); }
-      if (prevKey && this.records.get(prevKey)) this.records.get(prevKey)!.lastKeptTs = lastKept;
+      if (prevKey && G) endGroup();
       this.historyVersions = n;
     }
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
@@ -639,7 +657,11 @@ export class SowStructure implements QueueStructure {
       const failed = await new Promise<Error | undefined>((res) => q.ctx.committer.add(ops, (err) => res(err ?? undefined)));
       if (failed) return; // the rows are still there: the next pass finds them again
       this.historyVersions = Math.max(0, this.historyVersions - ops.length);
-      for (const op of ops) { const { key, scn } = parseHistKey(op.key); this.versions.remove(key, scn); }
+      for (const op of ops) {
+        const { key, scn } = parseHistKey(op.key);
+        this.versions.remove(key, scn);
+        if (this.#tombs.get(key)?.scn === scn) this.#tombs.delete(key);
+      }
     }
   }
 }
