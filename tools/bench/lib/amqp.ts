@@ -24,7 +24,9 @@ export function setCorkWrites(on: boolean): void { corkWrites = on; }
 /**
  * rhea writes every frame with its own socket.write, one syscall each (a fifth of the bench
  * client's time when publishing). Corked until the end of the tick, a burst of transfers
- * leaves in one writev, as the broker's own server does (server.ts).
+ * leaves in one writev. (The broker goes further: its FrameWriter, frame-writer.ts, gathers
+ * a connection's frames into one buffer. The bench keeps the cork so that its ratios stay
+ * comparable with earlier runs; either way both brokers get the same client.)
  */
 function corkPerTick(connection: any): void {
   const output = connection.output;
