@@ -4,6 +4,7 @@ import { TidemarkError } from '../errors.js';
 import { FrameWriter } from './frame-writer.js';
 
 const OUTCOME = Symbol('tidemark.outcome');
+const SINK = Symbol('tidemark.sink');
 
 /** rhea's tags are the link's counter in decimal (Sender.next_tag); this is the same bytes, in a scratch buffer the frame encoder copies from. */
 const TAG = Buffer.alloc(24);
@@ -12,7 +13,6 @@ function decimalTag(n: number): Buffer {
   const len = TAG.write(s, 0, 'latin1');
   return TAG.subarray(0, len);
 }
-const SINK = Symbol('tidemark.sink');
 
 export class RheaSink implements DeliverySink {
   readonly id: string;
@@ -163,7 +163,7 @@ const OUTGOING = Symbol('tidemark.outgoing');
 class OutgoingDelivery {
   readonly data: Buffer[] = [];
   readonly format = 0;
-  readonly next_to_send = 1;
+  readonly next_to_send = 0;
   readonly sent = true;
   settled = false;
   state: unknown = undefined;
