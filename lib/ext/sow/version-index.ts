@@ -104,26 +104,20 @@ export class VersionIndex {
   size = 0;
 
   /** A version committed now (its SCN is above every SCN of the key already here). */
-  add(key: string, scn: number): void {
-    const e = this.#entries.get(key);
-    if (!e) {
-      this.#entries.set(key, [scn]);
-      this.#fresh.push(key);
-    } else {
-      this.#append(key, e, scn);
-    }
-    this.size++;
-  }
+  add(key: string, scn: number): void { this.#put(key, scn, this.#fresh); }
 
   /**
    * Recovery: rows read in table order, (key, SCN) ascending, so keys arrive sorted and go
    * straight to the sorted list.
    */
-  load(key: string, scn: number): void {
+  load(key: string, scn: number): void { this.#put(key, scn, this.#sorted); }
+
+  /** Adds a version; a key seen for the first time joins `keys` (the fresh or the sorted list). */
+  #put(key: string, scn: number, keys: string[]): void {
     const e = this.#entries.get(key);
     if (!e) {
       this.#entries.set(key, [scn]);
-      this.#sorted.push(key);
+      keys.push(key);
     } else {
       this.#append(key, e, scn);
     }
