@@ -79,6 +79,7 @@ describe('deliveries written directly (sink.ts)', function () {
       expect(new Set(got.tags).size).to.equal(got.tags.length);
     } finally { await c.close(); }
   });
+
   it('never beyond the link credit the receiver gave', async function () {
     const url = b.get().url;
     await send(url, 'q.direct.credit', range(50, (i) => ({ body: i })));
@@ -96,6 +97,7 @@ describe('deliveries written directly (sink.ts)', function () {
       expect(got).to.deep.equal(range(10, (i) => i));
     } finally { await c.close(); }
   });
+
   it('unsettled: held until the peer settles them; released ones come back, accepted ones are gone', async function () {
     const url = b.get().url;
     await send(url, 'q.direct.unsettled', range(600, (i) => ({ body: i })));
