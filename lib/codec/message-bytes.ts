@@ -346,6 +346,46 @@ function writeRaw(w: any, src: Buffer): void {
   w.position = p;
 }
 
+/**
+ * Writes the annotation values every delivery of a command link carries (a string key, an
+ * SCN as ulong, a time as timestamp) byte-for-byte as rhea would, without its generic
+ * dispatch and the Buffer its string path allocates. False: not one of those; use rhea.
+ */
+function writeCommonValue(w: any, v: any): boolean {
+  if (typeof v === 'string') {
+    const n = Buffer.byteLength(v, 'utf8');
+    const head = n > 255 ? 5 : 2;
+    w.ensure(w.position + head + n);
+    const b: Buffer = w.buffer;
+    let p: number = w.position;
+    if (n > 255) { b[p] = 0xb1; b.writeUInt32BE(n, p + 1); } else { b[p] = 0xa1; b[p + 1] = n; }
+    p += head;
+    w.position = p + (n > 0 ? b.write(v, p, n, 'utf8') : 0);
+    return true;
+  }
+  if (typeof v !== 'object' || v === null || v.descriptor !== undefined || v.type === undefined) return false;
+  const code: number = v.type.typecode, x = v.value;
+  if (typeof x !== 'number') return false;
+  if (code === ULONG || code === TIMESTAMP) {
+    if (!(x >= 0 && Number.isSafeInteger(x))) return false;
+    w.ensure(w.position + 9);
+    const b: Buffer = w.buffer, p: number = w.position;
+    b[p] = code;
+    b.writeUInt32BE(Math.floor(x / 4294967296), p + 1);
+    b.writeUInt32BE(x % 4294967296, p + 5);
+    w.position = p + 9;
+    return true;
+  }
+  if (code === SMALL_ULONG && x >= 0 && x <= 255) {
+    w.ensure(w.position + 2);
+    w.buffer[w.position] = SMALL_ULONG; w.buffer[w.position + 1] = x;
+    w.position += 2;
+    return true;
+  }
+  return false;
+}
+const ULONG = 0x80, TIMESTAMP = 0x83, SMALL_ULONG = 0x53;
+
 /** src[s, e) into dst at o; returns the byte count. Byte loop below a size where copy() wins. */
 function copyRange(src: Buffer, s: number, e: number, dst: Buffer, o: number): number {
   const n = e - s;
@@ -406,6 +446,7 @@ export function rewriteMessage(bytes: Buffer, idx: SectionIndex, header: HeaderF
       if (kb !== undefined) writeRaw(w, kb);
       else writeCached(w, KEY_BYTES, k, amqpTypes.wrap_symbol(k));
       if (v instanceof EncodedValue) { writeRaw(w, v.bytes); oursCount += 2; continue; }
+      if (writeCommonValue(w, v)) { oursCount += 2; continue; }
       const t = amqpTypes.wrap(v);
       if (t.type === SYM8 && typeof t.value === 'string' && t.descriptor === undefined) writeCached(w, SYMBOL_VALUE_BYTES, t.value, t);
       else w.write(t);

@@ -201,6 +201,26 @@ describe('SOW replace and conflation (semantics.md 5, acceptance B4, B5)', funct
     } finally { await c.close(); }
   });
 
+  it('replace of a sow query still streaming: the new link skips the records the query delivered', async function () {
+    const url = b.get().url;
+    await send(url, q('sow.replace-query'), ['a', 'b', 'c', 'd', 'e'].map((k) => rec(k, { p: 1 })));
+    const c = await connect(url);
+    try {
+      const old = await openReceiver(c, { address: 'sow.replace-query', filter: tmFilters({ command: 'sow' }) }, { name: 'query-1' });
+      const first: Received[] = [];
+      await new Promise<void>((resolve) => {
+        old.on('message', (ctx: any) => { first.push({ message: ctx.message, delivery: ctx.delivery }); if (first.length === 3) resolve(); });
+        old.add_credit(3); // group_begin, a, b: then the query waits for credit
+      });
+      await sleep(200);
+      expect(first).to.have.length(3);
+      expect(first.map((m) => `${cmdOf(m)}:${keyOf(m) ?? ''}`)).to.deep.equal(['group_begin:', 'sow:a', 'sow:b']);
+      const nu = await openReceiver(c, { address: 'sow.replace-query', filter: tmFilters({ command: 'sow_and_subscribe', options: { replace: 'query-1' } }) }, { name: 'view-2' });
+      const got = await collect(nu, { idleMs: 600 });
+      expect(got.map((m) => `${cmdOf(m)}:${keyOf(m) ?? ''}`)).to.deep.equal(['group_begin:', 'sow:c', 'sow:d', 'sow:e', 'group_end:']);
+    } finally { await c.close(); }
+  });
+
   it('conflation: 100 updates of one key within the interval arrive as one message with the last state; the snapshot is not conflated', async function () {
     const url = b.get().url;
     await send(url, q('sow.conflate'), [rec('x', { n: 0 }), rec('y', { n: 0 })]);

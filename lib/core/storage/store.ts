@@ -16,6 +16,9 @@ export interface RangeOptions {
   keysOnly?: boolean;
 }
 
+/** Bytes one cursor step may gather before it returns: above the row counts asked for of small messages, a bound for large ones. */
+const CURSOR_BATCH_BYTES = 1 << 20;
+
 /** A consistent read view; release it when done. */
 export interface Snapshot { close(): Promise<void> }
 
@@ -81,7 +84,9 @@ export class Store {
   }
 
   cursor(opts: RangeOptions): Cursor {
-    const o: any = { ...opts };
+    // classic-level ends a nextv(n) early once it holds 16 KiB (its default), about 60 of our
+    // rows: each chunk then took many thread-pool round trips. n bounds memory here instead.
+    const o: any = { highWaterMarkBytes: CURSOR_BATCH_BYTES, ...opts };
     if (opts.keysOnly) { o.values = false; delete o.keysOnly; }
     const it = this.#db.iterator(o);
     return {

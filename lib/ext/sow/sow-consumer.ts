@@ -56,9 +56,9 @@ export interface CheckpointPlan {
 
 interface Row { key: string; scn: number; ts: number; bytes: Buffer }
 
-/** Snapshot rows read per fetch; the next fetch starts when this many are left to send. */
+/** Snapshot rows read per fetch; fetches follow each other while at most LOW_WATER rows wait to be sent. */
 const SNAPSHOT_CHUNK = 512;
-const SNAPSHOT_LOW_WATER = 256;
+const SNAPSHOT_LOW_WATER = 1024;
 
 /** The next log read starts when this many fetched events are left to send. */
 const LOG_LOW_WATER = 500;
@@ -94,6 +94,11 @@ export class SowConsumer implements Consumer {
   #closed = false;
   readonly #delivered = new Set<string>();
   readonly #track: boolean;
+  /**
+   * A `sow` query's deliveries, in order: only a `replace` taking the link over reads them, so
+   * they are listed (cheap) rather than hashed into #delivered (a sixth of a snapshot's cost).
+   */
+  readonly #queried: string[] = [];
   #unsubscribe?: () => void;
   /** Conflation: latest pending message per conflation key, flushed once per interval. */
   readonly #conflated = new Map<string, { bytes: Buffer; ann: Record<string, unknown>; ev: SowEvent }>();
@@ -113,7 +118,7 @@ export class SowConsumer implements Consumer {
     this.#req = req;
     this.#sink = new MarkerSink(sink);
     this.#plan = plan;
-    this.#track = plan.command !== 'subscribe' && !plan.checkpoint;
+    this.#track = plan.command !== 'subscribe' && plan.command !== 'sow' && !plan.checkpoint;
     const o = plan.options;
     if ((plan.command === 'sow_and_subscribe' || plan.command === 'default') && !plan.checkpoint && o.top_n !== undefined && o.skip_n !== undefined) {
       this.#paging = new PageIndex(o.order_by ? compileOrderBy(o.order_by) : undefined, o.skip_n, o.top_n);
@@ -124,7 +129,11 @@ export class SowConsumer implements Consumer {
   #queryId(): string | undefined { return this.#plan.options.query_id; }
 
   /** What this link has delivered and how far it got, for a `replace` taking it over. */
-  handOver(): { delivered: Set<string>; position: number } { return { delivered: new Set(this.#delivered), position: this.#position }; }
+  handOver(): { delivered: Set<string>; position: number } {
+    const delivered = new Set(this.#delivered);
+    for (const k of this.#queried) delivered.add(k);
+    return { delivered, position: this.#position };
+  }
 
   #marker(cmd: string, scn?: number, cp?: Checkpoint, position?: number): void {
     if (!this.#plan.annotate) {
@@ -295,6 +304,9 @@ export class SowConsumer implements Consumer {
       }
     } finally { this.#fetching = false; }
     this.pump();
+    // Keep reading while the link has fewer than the low-water mark buffered, not only when a
+    // send notices: LevelDB then works on the next chunk while this one is sent.
+    if (this.#rows.length <= SNAPSHOT_LOW_WATER && !this.#closed && !this.#rowsDone && !this.#pageFull()) void this.#fetchSnapshot();
   }
 
   async #releaseSnapshot(): Promise<void> {
@@ -627,6 +639,7 @@ export class SowConsumer implements Consumer {
             if (this.#sortedLoaded || this.#admitRow(r)) {
               this.#sent++;
               if (this.#track) this.#delivered.add(r.key);
+              else if (this.#plan.command === 'sow') this.#queried.push(r.key);
               const ann = this.#annotations('sow', r.scn, r.key, r.ts);
               const boot = this.#plan.checkpoint?.bootstrap;
               if (boot) ann['x-opt-tm-checkpoint'] = (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(boot.start!))(r.key);

@@ -190,6 +190,12 @@ const annotationSets: Record<string, Record<string, unknown> | null> = {
   'all undefined': { 'x-opt-tm-cmd': undefined },
   'sow record': { 'x-opt-tm-cmd': typed.symbol('sow'), 'x-opt-tm-scn': typed.ulong(42), 'x-opt-tm-key': 'order-1', 'x-opt-tm-ts': typed.timestamp(1700000000000), 'x-opt-tm-query-id': 'q-1' },
   'event with oof reason and checkpoint': { 'x-opt-tm-cmd': typed.symbol('oof'), 'x-opt-tm-scn': typed.ulong(2 ** 40), 'x-opt-tm-key': 'ké'.repeat(200), 'x-opt-tm-ts': typed.timestamp(1), 'x-opt-tm-oof-reason': typed.symbol('match'), 'x-opt-tm-checkpoint': checkpoint, skipped: undefined },
+  'boundary values of the fast-written kinds': {
+    'x-opt-tm-scn': typed.ulong(0), 'x-opt-tm-u255': typed.ulong(255), 'x-opt-tm-u256': typed.ulong(256), 'x-opt-tm-u32': typed.ulong(2 ** 32),
+    'x-opt-tm-umax': typed.ulong(Number.MAX_SAFE_INTEGER), 'x-opt-tm-unsafe': typed.ulong(2 ** 53 + 2), 'x-opt-tm-ts': typed.timestamp(0),
+    'x-opt-tm-neg-ts': typed.timestamp(-5), 'x-opt-tm-ts-frac': typed.timestamp(1.5), 'x-opt-tm-key': '', 'x-opt-tm-k255': 'k'.repeat(255),
+    'x-opt-tm-k256': 'k'.repeat(256), 'x-opt-tm-k-utf8': 'é'.repeat(128), 'x-opt-tm-long': typed.long(7), 'x-opt-tm-uint': typed.uint(300),
+  },
   'plain JS values and a long key': { 'x-opt-tm-n': 7, 'x-opt-tm-s': 'str', 'x-opt-tm-b': true, [longTmKey]: 'long', 'x-opt-tm-sym-long': typed.symbol('s'.repeat(300)) },
 };
 const headers: Record<string, HeaderFields | null> = {
