@@ -20,7 +20,7 @@ import { typed } from '../../codec/amqp.js';
 import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
 import { encodeCheckpoint, checkpointMap, snapshotCheckpoint, snapshotCheckpointEncoder, type Checkpoint, type WindowTracker } from '../checkpoints/checkpoint.js';
-import { SOW, sowKeyOf } from './tables.js';
+import { SOW } from './tables.js';
 import { HistoricalScan } from './historical-scan.js';
 import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';
 import { PageIndex, type PageEntry } from './paging.js';
@@ -77,7 +77,8 @@ export class SowConsumer implements Consumer {
   /** Snapshot rows ready to send. */
   #rows: Row[] = [];
   #rowsDone = false;
-  #snapshotCursor?: Cursor;
+  /** The SOW table at the snapshot, keys as SOW keys. */
+  #snapshotCursor?: Cursor<string>;
   #snapshotHandle?: Snapshot;
   #skipped = 0;
   #sent = 0;
@@ -185,7 +186,7 @@ export class SowConsumer implements Consumer {
       this.#snapAt = q.ctx.clock.now();
       this.#snapshotHandle = q.ctx.store.snapshot();
       const prefix = queuePrefix(SOW, q.id);
-      this.#snapshotCursor = q.ctx.store.cursor({ gte: prefix, lt: prefixEnd(prefix), snapshot: this.#snapshotHandle });
+      this.#snapshotCursor = q.ctx.store.textKeyCursor({ gte: prefix, lt: prefixEnd(prefix), snapshot: this.#snapshotHandle }, prefix.length);
       this.#phase = 'snapshot';
       if (this.#plan.options.order_by || this.#paging) this.#loadAllSorted().catch((err) => this.#fail(err));
       else this.pump();
@@ -213,7 +214,7 @@ export class SowConsumer implements Consumer {
       this.#snapshotHandle = q.ctx.store.snapshot();
       const prefix = queuePrefix(SOW, q.id);
       const gt = boot.resumeAfterKey !== undefined ? Buffer.concat([prefix, Buffer.from(boot.resumeAfterKey, 'utf8')]) : undefined;
-      this.#snapshotCursor = q.ctx.store.cursor({ ...(gt ? { gt } : { gte: prefix }), lt: prefixEnd(prefix), snapshot: this.#snapshotHandle });
+      this.#snapshotCursor = q.ctx.store.textKeyCursor({ ...(gt ? { gt } : { gte: prefix }), lt: prefixEnd(prefix), snapshot: this.#snapshotHandle }, prefix.length);
       this.#phase = 'snapshot';
       this.pump();
     });
@@ -300,7 +301,7 @@ export class SowConsumer implements Consumer {
         if (SowStructure.expiredAt(meta.exp, this.#snapAt)) continue;
         const scn = meta.w ?? 0;
         if (start !== undefined && scn > start) continue;
-        this.#rows.push({ key: sowKeyOf(k), scn, ts: meta.ts, bytes: message });
+        this.#rows.push({ key: k, scn, ts: meta.ts, bytes: message });
       }
     } finally { this.#fetching = false; }
     this.pump();
@@ -327,7 +328,7 @@ export class SowConsumer implements Consumer {
       for (const [k, v] of batch) {
         const { meta, message } = decodeEvent(v);
         if (SowStructure.expiredAt(meta.exp, this.#snapAt)) continue;
-        const r = { key: sowKeyOf(k), scn: meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
+        const r = { key: k, scn: meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
         const env = new MessageEnv(decodeMessage(r.bytes));
         if (this.#req.predicates.length && !this.#matches(env)) {
           // Replace: a record the old link delivered that no longer matches leaves focus.
