@@ -51,17 +51,24 @@ export class FrameWriter {
   #reserve(n: number): void {
     if (this.#at + n <= this.#slab.length) return;
     this.#writeOut();
+    if (this.#at + n <= this.#slab.length) return; // the socket took the slab's bytes: reused
     this.#slab = Buffer.allocUnsafe(Math.max(SLAB, n));
     this.#start = this.#at = 0;
   }
 
-  /** Hands the bytes gathered since the last write to the socket. */
+  /**
+   * Hands the bytes gathered since the last write to the socket. When the socket holds none
+   * of them afterwards (the kernel took them all at once, the usual case), the slab is
+   * filled again from its start: a snapshot then writes through one slab, not a fresh 64 KiB
+   * per write. Bytes the socket still holds are never overwritten: the slab is left to it.
+   */
   #writeOut(): void {
     if (this.#at === this.#start) return;
     const b = this.#slab.subarray(this.#start, this.#at);
     this.#start = this.#at;
     const s = this.#socket;
     if (!s.destroyed && s.writable) s.write(b);
+    if (s.writableLength === 0) this.#start = this.#at = 0;
   }
 
   #schedule(): void {

@@ -74,6 +74,33 @@ describe('FrameWriter', () => {
     expect(held[0].equals(frame(1000, 1))).to.equal(true);
   });
 
+  it('reuses its slab once the socket has taken every byte (writableLength 0), and only then', async () => {
+    for (const takes of [true, false]) {
+      const views: Buffer[] = [];
+      const copies: Buffer[] = [];
+      const sock = {
+        destroyed: false, writable: true,
+        write(b: Buffer) { views.push(b); copies.push(Buffer.from(b)); return true; },
+        // a socket that took everything at once holds nothing; otherwise it holds what it was given
+        get writableLength() { return takes ? 0 : copies.reduce((n, c) => n + c.length, 0); },
+      };
+      const w = new FrameWriter(sock as any);
+      const sent: Buffer[] = [];
+      for (let round = 0; round < 5; round++) {
+        for (let i = 0; i < 150; i++) { const f = frame(1000, (round * 150 + i) % 251); sent.push(f); w.append(f); } // > 2 slabs per tick
+        await tick();
+      }
+      expect(Buffer.concat(copies).equals(Buffer.concat(sent)), `takes=${takes}: bytes as written`).to.equal(true);
+      const slabs = new Set(views.map((v) => v.buffer));
+      if (takes) expect(slabs.size, 'one slab, reused').to.equal(1);
+      else {
+        expect(slabs.size, 'a new slab whenever one fills').to.be.greaterThan(5);
+        // nothing the socket holds was overwritten afterwards
+        views.forEach((v, i) => expect(v.equals(copies[i]), `write ${i} unchanged`).to.equal(true));
+      }
+    }
+  });
+
   it('installed on a rhea connection: the header first, then frames; socket.end flushes what waits', async () => {
     const s = new FakeSocket();
     const transport: any = { protocol_id: 0, pending: [], header_sent: undefined };
