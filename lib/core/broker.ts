@@ -96,6 +96,8 @@ export class Broker implements BrokerContext, ProtocolBackend {
     log.info('stopped');
   }
 
+  onActivity(): void { this.#compactor?.activity(); }
+
   // ---- BrokerContext -------------------------------------------------------------------
 
   queueInfo(q: Queue): Record<string, unknown> {

@@ -35,6 +35,21 @@ describe('tidemark-bench (smoke)', function () {
     expect(res.stderr).to.match(/publish cpu\s+broker CPU µs\/msg/);
   });
 
+  it('with --vs and both PIDs, waits before each side until both brokers have been idle for two seconds', async () => {
+    // Both sides are the test broker (this process): a run of one round, ratios of ~1.
+    const pid = String(process.pid);
+    const { out, A } = await benchOk('sides', [
+      '--vs', b.get().url, '-n', '200', '--keys', '10', '--window', '50', '--workloads', 'publish', '--rounds', '1',
+      '--broker-pid', pid, '--vs-broker-pid', pid, '--settle-sides', '10',
+    ], 80000);
+    expect(A.publish.accepted).to.equal(200);
+    const settled = out.rounds[0].settled_seconds;
+    // per side: two quiet seconds for each of the two PIDs, and well before the 10 s limit each
+    for (const side of ['A', 'B']) expect(settled[side], side).to.be.within(3.9, 19);
+    expect(out.params.settle_sides).to.equal(10);
+    expect(out.summary.publish.ratio_median).to.be.a('number');
+  });
+
   it('bootstrap with --bootstrap-catchup N: exactly N catch-up events after the snapshot, the pause reported', async () => {
     const { out, A } = await benchOk('bootcu', [
       '--workloads', 'bootstrap', '--sow-keys', '50', '--sow-versions', '1', '--bootstrap-catchup', '30', '--settle', '1',

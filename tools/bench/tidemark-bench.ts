@@ -67,6 +67,7 @@ main(async () => {
     .option('sow-versions', { type: 'number', default: 10, describe: 'SOW workloads: versions per key (events = keys x versions)' })
     .option('load-rate', { type: 'number', default: 2000, describe: 'sow-and-subscribe, bootstrap: background publish rate (msg/s)' })
     .option('settle', { type: 'number', default: 0, describe: 'SOW workloads: seconds to let the broker settle after loading the dataset (LevelDB compaction), at most; with --broker-pid it ends once the broker is idle' })
+    .option('settle-sides', { type: 'number', default: 60, describe: 'with --broker-pid / --vs-broker-pid: before each side\'s run, wait up to this many seconds until both brokers are idle, so one broker\'s deferred work (compaction after a run) does not fall into the other\'s run; 0 = do not wait' })
     .option('bootstrap-catchup', { type: 'number', default: 0, describe: 'bootstrap: exactly this many catch-up events, published while the consumer holds its snapshot point (instead of --load-rate during it); the pause is not timed' })
     .option('replay-count', { type: 'number', describe: 'replay: events replayed (default --count, at most the dataset)' })
     .option('query-timeout', { type: 'number', default: 120, describe: 'sow/historical query: seconds without any delivery before giving up' })
@@ -106,7 +107,7 @@ main(async () => {
   const targets: W.Target[] = [await makeTarget('A', argv.url, argv.address, argv.declare)];
   if (argv.vs) targets.push(await makeTarget('B', argv.vs, argv['vs-address'] ?? argv.address, argv['vs-declare']));
 
-  const roundsOut: Array<{ round: number; order: string[]; results: Record<string, Record<string, Result>>; rss_kb?: Record<string, number | undefined> }> = [];
+  const roundsOut: Array<{ round: number; order: string[]; results: Record<string, Record<string, Result>>; rss_kb?: Record<string, number | undefined>; settled_seconds?: Record<string, number> }> = [];
 
   const queueFor = (t: W.Target, r: number, suffix = '') => (t.declare === 'none' ? t.address : `${t.address}-${runId}-r${r}${suffix}`);
 
@@ -169,9 +170,18 @@ main(async () => {
   for (let r = 1; r <= rounds; r++) {
     const order = r % 2 === 1 ? targets : [...targets].reverse();
     const results: Record<string, Record<string, Result>> = {};
-    for (const t of order) results[t.side] = await runOn(t, r);
+    const settled: Record<string, number> = {};
+    for (const t of order) {
+      if (argv['settle-sides'] > 0 && targets.length > 1) {
+        // Both brokers quiet before either side runs (each broker's PID when given).
+        let s = 0;
+        for (const pid of [argv['broker-pid'], argv['vs-broker-pid']]) if (pid) s += await W.settleBroker(pid, argv['settle-sides']);
+        settled[t.side] = Math.round(s * 10) / 10;
+      }
+      results[t.side] = await runOn(t, r);
+    }
     const rss = { A: await W.rssKb(argv['broker-pid']), B: await W.rssKb(argv['vs-broker-pid']) };
-    roundsOut.push({ round: r, order: order.map((t) => t.side), results, ...(argv['broker-pid'] || argv['vs-broker-pid'] ? { rss_kb: rss } : {}) });
+    roundsOut.push({ round: r, order: order.map((t) => t.side), results, ...(argv['broker-pid'] || argv['vs-broker-pid'] ? { rss_kb: rss } : {}), ...(Object.keys(settled).length ? { settled_seconds: settled } : {}) });
   }
 
   // summary: per workload, the metric on each side per round, ratios A/B per round, medians
@@ -220,7 +230,7 @@ main(async () => {
   const out = {
     tool: 'tidemark-bench',
     version: 1,
-    params: { count: load.count, size: load.size, keys: load.keys, window: load.window, rounds, workloads, latency_rate: argv['latency-rate'], latency_count: argv['latency-count'], sow_keys: argv['sow-keys'], sow_versions: argv['sow-versions'], load_rate: argv['load-rate'], bootstrap_catchup: argv['bootstrap-catchup'], settle: argv.settle, memory_from: argv['memory-from'], memory_to: argv['memory-to'], durable: true, client: argv.client },
+    params: { count: load.count, size: load.size, keys: load.keys, window: load.window, rounds, workloads, latency_rate: argv['latency-rate'], latency_count: argv['latency-count'], sow_keys: argv['sow-keys'], sow_versions: argv['sow-versions'], load_rate: argv['load-rate'], bootstrap_catchup: argv['bootstrap-catchup'], settle: argv.settle, settle_sides: argv['settle-sides'], memory_from: argv['memory-from'], memory_to: argv['memory-to'], durable: true, client: argv.client },
     targets: targets.map((t) => ({ side: t.side, url: redact(t.url), address: t.address, declare: t.declare, product: t.product, tidemark: t.tidemark })),
     rounds: roundsOut,
     summary,

@@ -49,6 +49,8 @@ export interface ProtocolBackend {
   /** ACL for a receiving link before the attach reply: throws unauthorized, may downgrade move to copy. */
   authorizeConsumer?(queue: Queue, req: ConsumerRequest): void;
   readonly stats: { connections: number; links: number };
+  /** A peer sent something: the broker is in use (idle-time work waits). */
+  onActivity?(): void;
 }
 
 interface LinkState { outstandingBytes?: number; ready?: boolean; sink?: RheaSink; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
@@ -245,8 +247,10 @@ export class AmqpServer {
     // 1. Oversized frames: a partial frame whose declared size exceeds max-frame-size is
     //    refused as soon as its size prefix arrives, not buffered to the end.
     const input = conn.input;
+    const backend = this.#backend;
     conn.input = function (buff: Buffer) {
       if (h.failed) return; // a failed connection reads nothing more
+      backend.onActivity?.();
       input.call(conn, buff);
       if (!h.failed && conn.frame_size !== undefined && conn.frame_size > maxFrame) {
         server.#protocolFailure(conn, 'amqp:connection:framing-error', `frame of ${conn.frame_size} bytes exceeds max-frame-size ${maxFrame}`);

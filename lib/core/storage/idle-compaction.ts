@@ -8,14 +8,17 @@
  * the first one after a compaction) 1.0-1.1 s (docs/performance.md). Compacting the written
  * ranges while nothing else happens moves that work out of the way of the readers.
  *
- * Bounded, because a manual compaction holds up LevelDB's own (writes arriving meanwhile
- * pile up in level 0 and could be slowed): only after `afterMB` were written since the last
- * pass and then nothing for `idleMs`; only the [table][queue] ranges written since; each only
- * if LevelDB estimates it at most `maxMB`; one range at a time, and a batch arriving during a
- * pass ends it (the rest waits for the next quiet moment). `idleMs` 0 turns it off, and off
- * is the default (conf/broker.json): a pass rewrites each written range whole, so after
- * every `afterMB` written the disk sees up to `maxMB` more per range; it suits a
- * bulk-load-then-query deployment, not a steady stream of writes with short pauses.
+ * Bounded, because a manual compaction rewrites a range whole and holds up LevelDB's own
+ * (writes arriving meanwhile pile up in level 0): only after `afterMB` were written since the
+ * last pass and then nothing for `idleMs`; only the [table][queue] ranges written to; each
+ * only if LevelDB estimates it at most `maxMB`, and at most the bytes written to it since it
+ * was last compacted (a range that is mostly new, as after a bulk load: so what a pass
+ * rewrites never exceeds what was written; a large old range that took a small burst is
+ * left to LevelDB); one range at a time, and a batch arriving during a pass ends it (the
+ * rest waits for the next quiet moment). Quiet means no batch and nothing from any client
+ * (a query or a consumer reading counts as use), so a pass does not compete with readers.
+ * A steady stream of writes has no quiet moment and never sees a pass. `idleMs` 0 turns it
+ * off.
  */
 import type { BatchOp } from './store.js';
 import { prefixEnd } from './keyspace.js';
@@ -45,8 +48,8 @@ const MiB = 1024 * 1024;
 export class IdleCompactor {
   readonly #store: CompactableStore;
   readonly #cfg: IdleCompactionConfig;
-  /** [tag][qid] prefixes written since the last pass, by tag * 2^32 + qid. */
-  readonly #dirty = new Map<number, Buffer>();
+  /** [tag][qid] ranges written to, by tag * 2^32 + qid: the prefix and the bytes written since the range was last compacted. */
+  readonly #dirty = new Map<number, { prefix: Buffer; bytes: number }>();
   #bytes = 0;
   #timer?: NodeJS.Timeout;
   #batches = 0;
@@ -54,8 +57,12 @@ export class IdleCompactor {
   #closed = false;
   /** A pass stopped early: its ranges are compacted at the next quiet moment, whatever is written. */
   #owed = false;
-  /** Passes completed and ranges compacted (tests, statistics). */
-  readonly stats = { passes: 0, ranges: 0, skipped: 0 };
+  /** When a client last sent anything (Date.now()): reads count as use too. */
+  #lastActivity = 0;
+  /** Bumped by activity(), so a pass sees a client turn up between two ranges. */
+  #activities = 0;
+  /** Passes completed, ranges compacted, ranges left to LevelDB: larger than maxMB, or holding more than was written to them (tests, statistics). */
+  readonly stats = { passes: 0, ranges: 0, skipped: 0, older: 0 };
 
   constructor(store: CompactableStore, cfg: IdleCompactionConfig) {
     this.#store = store;
@@ -66,34 +73,62 @@ export class IdleCompactor {
   written(ops: readonly BatchOp[]): void {
     if (this.#closed || this.#cfg.idleMs <= 0) return;
     this.#batches++;
+    let last: { prefix: Buffer; bytes: number } | undefined, lastId = -1;
     for (const op of ops) {
       const k = op.key;
-      this.#bytes += k.length + (op.type === 'put' ? op.value.length : 0);
+      const n = k.length + (op.type === 'put' ? op.value.length : 0);
+      this.#bytes += n;
       if (k.length < 5 || k[0] < FIRST_QUEUE_TABLE) continue;
       const id = k[0] * 0x100000000 + k.readUInt32BE(1);
-      if (!this.#dirty.has(id)) this.#dirty.set(id, Buffer.from(k.subarray(0, 5)));
+      if (id !== lastId) {
+        lastId = id;
+        last = this.#dirty.get(id);
+        if (!last) { last = { prefix: Buffer.from(k.subarray(0, 5)), bytes: 0 }; this.#dirty.set(id, last); }
+      }
+      last!.bytes += n;
     }
     if (this.#owed || this.#bytes >= this.#cfg.afterMB * MiB) this.#arm();
   }
 
-  #arm(): void {
+  /**
+   * A client sent something (a query's flow, a consumer's dispositions, a publish): the broker
+   * is not idle, even without writes. Cheap: it runs on every socket read.
+   */
+  activity(): void {
+    this.#lastActivity = Date.now();
+    this.#activities++;
+  }
+
+  #arm(delay = this.#cfg.idleMs): void {
     if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => { this.#timer = undefined; void this.#pass(); }, this.#cfg.idleMs);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      // Quiet for writes but a client was active meanwhile: wait until it has been quiet too.
+      const quietFor = Date.now() - this.#lastActivity;
+      if (quietFor < this.#cfg.idleMs) { this.#arm(this.#cfg.idleMs - quietFor); return; }
+      void this.#pass();
+    }, delay);
     this.#timer.unref?.();
   }
 
   #pass(): Promise<void> {
     if (this.#running || this.#closed) return this.#running ?? Promise.resolve();
     const run = async () => {
-      const startedAt = this.#batches;
+      const startedAt = this.#batches, activitiesAt = this.#activities;
       this.#bytes = 0;
-      for (const [id, prefix] of [...this.#dirty]) {
-        if (this.#closed || this.#batches !== startedAt) break; // not idle any more: later
-        this.#dirty.delete(id);
+      const todo = [...this.#dirty];
+      let visited = 0;
+      for (const [id, range] of todo) {
+        if (this.#closed || this.#batches !== startedAt || this.#activities !== activitiesAt) break; // not idle any more: later
+        visited++;
+        const { prefix } = range;
         const end = prefixEnd(prefix);
         try {
           const size = await this.#store.approximateSize(prefix, end);
-          if (size > this.#cfg.maxMB * MiB) { this.stats.skipped++; continue; }
+          if (size > this.#cfg.maxMB * MiB) { this.#dirty.delete(id); this.stats.skipped++; continue; }
+          // Mostly old data: left to LevelDB; its written bytes count on towards a later pass.
+          if (size > range.bytes) { this.stats.older++; continue; }
+          this.#dirty.delete(id);
           const t0 = Date.now();
           await this.#store.compactRange(prefix, end);
           this.stats.ranges++;
@@ -102,7 +137,7 @@ export class IdleCompactor {
           if (!this.#closed) log.warn('idle compaction failed', { err: String((err as Error)?.message ?? err) });
         }
       }
-      this.#owed = this.#batches !== startedAt && this.#dirty.size > 0;
+      this.#owed = visited < todo.length;
       if (!this.#owed) this.stats.passes++;
     };
     this.#running = run().finally(() => {

@@ -63,6 +63,22 @@ describe('IdleCompactor', () => {
     await c.close();
   });
 
+  it('a client reading (no writes) also holds the pass back, and a client turning up ends a pass between ranges', async () => {
+    const st = fakeStore();
+    const c = new IdleCompactor(st, { idleMs: 150, afterMB: 0.1, maxMB: 512 });
+    c.written([...puts(0x10, 1, 200, 1000), ...puts(0x10, 2, 200, 1000)]);
+    for (let i = 0; i < 8; i++) { await sleep(40); c.activity(); } // a query streaming for 320 ms
+    expect(st.calls, 'no pass while a client is active').to.deep.equal([]);
+    st.hold = true;
+    await waitFor(() => st.calls.length === 1, 'the pass, once quiet');
+    c.activity(); // a client arrives while the first range is compacted
+    st.release();
+    await sleep(20);
+    expect(st.calls, 'the pass stopped after the range it was on').to.have.length(1);
+    await waitFor(() => st.calls.length === 2, 'the rest at the next quiet moment');
+    await c.close();
+  });
+
   it('leaves a range larger than maxMB to LevelDB', async () => {
     const big = Buffer.from([0x21, 0, 0, 0, 3]).toString('hex');
     const st = fakeStore({ [big]: 600 * MiB });
@@ -75,13 +91,31 @@ describe('IdleCompactor', () => {
     await c.close();
   });
 
+  it('leaves a range holding more than was written to it since its last compaction to LevelDB, until enough is written', async () => {
+    const old = Buffer.from([0x21, 0, 0, 0, 5]).toString('hex');
+    const st = fakeStore({ [old]: 5 * MiB }); // an old 5 MiB history range that takes a burst
+    const c = new IdleCompactor(st, { idleMs: 10, afterMB: 1, maxMB: 512 });
+    c.written(puts(0x21, 5, 1000, 2000)); // ~2 MiB into it
+    c.written(puts(0x10, 5, 1000, 1000)); // ~1 MiB into a range that is all new (fake size 1000 bytes)
+    await waitFor(() => c.stats.passes === 1, 'a pass');
+    expect(st.calls).to.deep.equal(['1000000005-1000000006']);
+    expect(c.stats.older).to.equal(1);
+    c.written(puts(0x21, 5, 1000, 2000)); // ~4 MiB written to it in all: still less than it holds
+    await waitFor(() => c.stats.passes === 2, 'a second pass');
+    expect(st.calls).to.have.length(1);
+    c.written(puts(0x21, 5, 1000, 2000)); // ~6 MiB: now more than it holds
+    await waitFor(() => c.stats.passes === 3, 'a third pass');
+    expect(st.calls).to.deep.equal(['1000000005-1000000006', '2100000005-2100000006']);
+    await c.close();
+  });
+
   it('a batch during a pass ends it; the rest is compacted at the next quiet moment, however little was written', async () => {
     const st = fakeStore();
     const c = new IdleCompactor(st, { idleMs: 20, afterMB: 0.5, maxMB: 512 });
     st.hold = true; // the first compaction runs until released
     c.written([...puts(0x10, 1, 300, 1000), ...puts(0x10, 2, 300, 1000), ...puts(0x10, 3, 10, 1000)]);
     await waitFor(() => st.calls.length === 1, 'the first compaction');
-    c.written(puts(0x10, 4, 1, 10)); // tiny, and during the pass
+    c.written(puts(0x10, 4, 1, 2000)); // a little (far below afterMB; above the fake range size), during the pass
     st.release();
     await sleep(5);
     expect(st.calls, 'the pass stopped after queue 1').to.have.length(1);

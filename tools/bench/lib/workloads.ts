@@ -396,10 +396,14 @@ export async function settleBroker(pid: number | undefined, maxSeconds: number):
   const t0 = performance.now();
   const elapsed = () => (performance.now() - t0) / 1000;
   let before = await cpuMs(pid);
+  let quiet = 0;
   while (elapsed() < maxSeconds) {
     await new Promise((res) => setTimeout(res, 1000));
     const now = await cpuMs(pid);
-    if (before !== undefined && now !== undefined && now - before < 100) break;
+    // Two quiet seconds in a row: work a broker defers until it has been idle a moment
+    // (LevelDB's compactions, Tidemark's idle compaction after 1 s) has then started and ended.
+    quiet = before !== undefined && now !== undefined && now - before < 100 ? quiet + 1 : 0;
+    if (quiet >= 2) break;
     before = now;
   }
   return elapsed();
