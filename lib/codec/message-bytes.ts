@@ -406,11 +406,40 @@ const NO_KEYS: string[] = [];
 const ANN_PREFIX = Buffer.from([0x00, 0x53, MESSAGE_ANN]);
 
 /**
+ * A message given as two byte ranges, `head[0, headEnd)` then `tail[tailStart, tail.length)`:
+ * a rewritten header and annotations, then the stored message's other sections as they are,
+ * so that no buffer of the whole is made. From rewriteMessageSplit, valid until its next
+ * call: whoever takes it copies it at once.
+ */
+export interface SplitMessage { head: Buffer; headEnd: number; tail: Buffer; tailStart: number }
+
+/** The bytes of a split message, in one buffer. */
+export function joinSplit(m: SplitMessage): Buffer {
+  const out = Buffer.allocUnsafe(m.headEnd + m.tail.length - m.tailStart);
+  const o = copyRange(m.head, 0, m.headEnd, out, 0);
+  m.tail.copy(out, o, m.tailStart);
+  return out;
+}
+
+/** Where rewriteMessageSplit assembles heads; grown as needed, replaced when a large one grew it. */
+let headScratch = Buffer.allocUnsafe(WRITER_SIZE);
+const split: SplitMessage = { head: headScratch, headEnd: 0, tail: headScratch, tailStart: 0 };
+const EMPTY = Buffer.alloc(0);
+
+/**
  * The bytes to send: new header (when `header` given), the original annotations minus ours
  * plus `annotations`, then the original properties/application-properties/body/footer.
  */
 export function rewriteMessage(bytes: Buffer, idx: SectionIndex, header: HeaderFields | null, annotations: Record<string, unknown> | null): Buffer {
-  if (!header && !annotations && !idx.annotations && idx.restStart === 0) return bytes;
+  const m = rewriteMessageSplit(bytes, idx, header, annotations);
+  if (m.headEnd === 0 && m.tailStart === 0) return m.tail;
+  return joinSplit(m);
+}
+
+/** rewriteMessage's bytes as a SplitMessage (see there): the head assembled, the rest left in `bytes`. */
+export function rewriteMessageSplit(bytes: Buffer, idx: SectionIndex, header: HeaderFields | null, annotations: Record<string, unknown> | null): SplitMessage {
+  const whole = (b: Buffer): SplitMessage => { split.head = EMPTY; split.headEnd = 0; split.tail = b; split.tailStart = 0; return split; };
+  if (!header && !annotations && !idx.annotations && idx.restStart === 0) return whole(bytes);
   const keys = annotations ? Object.keys(annotations) : NO_KEYS;
   // Section ranges clamped to the buffer as subarray() would (rhea's decoder, which indexes
   // input the fast walk declines, can report an end past a truncated last value).
@@ -424,12 +453,12 @@ export function rewriteMessage(bytes: Buffer, idx: SectionIndex, header: HeaderF
     let at = 0;
     if (h) at = hs === at ? he : -1;
     if (a && at >= 0) at = as === at ? ae : -1;
-    if (at === rs) return bytes; // nothing dropped or reordered: the same bytes
+    if (at === rs) return whole(bytes); // nothing dropped or reordered: the same bytes
     const out = Buffer.allocUnsafe(he - hs + (ae - as) + (len - rs));
     let o = copyRange(bytes, hs, he, out, 0);
     o += copyRange(bytes, as, ae, out, o);
     bytes.copy(out, o, rs);
-    return out;
+    return whole(out);
   }
   const w = writer;
   w.position = 0;
@@ -460,7 +489,9 @@ export function rewriteMessage(bytes: Buffer, idx: SectionIndex, header: HeaderF
   const hdrLen = header ? hdrEnd : he - hs;
   const bodyLen = kept.length + (oursEnd - hdrEnd);
   const annLen = keys.length > 0 ? ANN_PREFIX.length + 9 + bodyLen : ae - as;
-  const out = Buffer.allocUnsafe(hdrLen + annLen + (len - rs));
+  const headLen = hdrLen + annLen;
+  if (headScratch.length < headLen) headScratch = Buffer.allocUnsafe(Math.max(headLen, 2 * headScratch.length));
+  const out = headScratch;
   let o = header ? copyRange(buf, 0, hdrEnd, out, 0) : copyRange(bytes, hs, he, out, 0);
   if (keys.length > 0) {
     o += copyRange(ANN_PREFIX, 0, ANN_PREFIX.length, out, o);
@@ -473,8 +504,9 @@ export function rewriteMessage(bytes: Buffer, idx: SectionIndex, header: HeaderF
   } else {
     o += copyRange(bytes, as, ae, out, o);
   }
-  bytes.copy(out, o, rs);
-  return out;
+  if (headScratch.length > WRITER_KEEP_MAX) headScratch = Buffer.allocUnsafe(WRITER_SIZE); // `out` stays valid for this call
+  split.head = out; split.headEnd = o; split.tail = bytes; split.tailStart = rs;
+  return split;
 }
 
 /** An annotation value already encoded as AMQP bytes: rewriteMessage copies it as it is. */

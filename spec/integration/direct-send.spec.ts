@@ -123,4 +123,25 @@ describe('deliveries written directly (sink.ts)', function () {
     } finally { await c.close(); }
     expect(await receive(url, 'q.direct.unsettled', { idleMs: 300 })).to.have.length(0);
   });
+
+  it('a SOW record larger than the peer\'s frames goes the rhea way, in several frames, between direct ones', async function () {
+    const url = b.get().url;
+    const sowQ = { address: 'sow.direct.big', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } };
+    const big = 'x'.repeat(20000);
+    const records = range(30, (i) => ({ id: `k${String(i).padStart(2, '0')}`, pad: i % 10 === 5 ? big : 'small' }));
+    await send(url, sowQ, records.map((r) => ({ body: JSON.stringify(r) })));
+    const c = await connect(url, { max_frame_size: 4096 });
+    // count the transfer frames that say more follow: the big records' first frames
+    let continued = 0;
+    const onTransfer = c.connection.on_transfer;
+    c.connection.on_transfer = function (frame: any) { if (frame.performative.more) continued++; return onTransfer.call(this, frame); };
+    try {
+      for (const presettled of [true, false]) {
+        const got = await take(c.connection, { address: 'sow.direct.big', filter: tmFilters({ command: 'sow' }) }, 32, { presettled, credit: 7 });
+        const bodies = got.bodies.slice(1, 31).map((x) => JSON.parse(typeof x === 'string' ? x : Buffer.from((x as any).content ?? x).toString()));
+        expect(bodies, `presettled=${presettled}`).to.deep.equal(records);
+      }
+      expect(continued, 'frames of the 6 big records (2 queries) that had more to follow').to.be.at.least(6 * 4);
+    } finally { await c.close(); }
+  });
 });

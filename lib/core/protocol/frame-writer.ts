@@ -14,7 +14,8 @@
  * wait here, so `socket.end` flushes first.
  */
 import type net from 'node:net';
-import { OutgoingTransfer, encodeTransferFrameInto, transferFrameSize } from './transfer-frame.js';
+import { OutgoingTransfer, encodeTransferFrameInto, encodeTransferHeadInto, transferFrameSize } from './transfer-frame.js';
+import type { SplitMessage } from '../../codec/message-bytes.js';
 
 const SLAB = 64 * 1024;
 const WRITER = Symbol.for('tidemark.frame-writer');
@@ -92,6 +93,21 @@ export class FrameWriter {
     if (this.#closed) return;
     this.#reserve(transferFrameSize(handle, deliveryId, tag, format, payload));
     this.#at = encodeTransferFrameInto(this.#slab, this.#at, channel, handle, deliveryId, tag, format, settled, more, payload);
+    this.#schedule();
+  }
+
+  /** Appends one transfer frame whose payload is a split message: its two parts are copied in place. */
+  transferSplit(channel: number, handle: number, deliveryId: number, tag: Buffer, format: number, settled: boolean, more: boolean, m: SplitMessage): void {
+    if (this.#closed) return;
+    const size = m.headEnd + m.tail.length - m.tailStart;
+    this.#reserve(transferFrameSize(handle, deliveryId, tag, format, size));
+    const b = this.#slab;
+    let at = encodeTransferHeadInto(b, this.#at, channel, handle, deliveryId, tag, format, settled, more, size);
+    const head = m.head, n = m.headEnd;
+    if (n > 64) at += head.copy(b, at, 0, n);
+    else { for (let i = 0; i < n; i++) b[at + i] = head[i]; at += n; }
+    at += m.tail.copy(b, at, m.tailStart);
+    this.#at = at;
     this.#schedule();
   }
 

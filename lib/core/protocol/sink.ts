@@ -2,6 +2,7 @@
 import type { DeliverySink, Outcome, SendOptions } from '../queue/delivery.js';
 import { TidemarkError } from '../errors.js';
 import { FrameWriter } from './frame-writer.js';
+import { joinSplit, type SplitMessage } from '../../codec/message-bytes.js';
 
 const OUTCOME = Symbol('tidemark.outcome');
 const SINK = Symbol('tidemark.sink');
@@ -65,12 +66,17 @@ export class RheaSink implements DeliverySink {
     return 0;
   }
 
-  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {
+  send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void { this.#send(bytes, onOutcome, opts); }
+
+  /** A message in two parts: written straight from them into the frame buffer when sent directly. */
+  sendSplit(m: SplitMessage, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void { this.#send(m, onOutcome, opts); }
+
+  #send(payload: Buffer | SplitMessage, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {
     if (this.#closed) return;
     if (opts?.settled || this.presettled) {
-      if (this.#sendDirect(bytes, true)) return;
+      if (this.#sendDirect(payload, true)) return;
     } else {
-      const d = this.#sendDirect(bytes, false);
+      const d = this.#sendDirect(payload, false);
       if (d) {
         this.#unsettled++;
         d[SINK] = this;
@@ -78,7 +84,7 @@ export class RheaSink implements DeliverySink {
         return;
       }
     }
-    const d = this.#sender.send(bytes, undefined, 0);
+    const d = this.#sender.send(Buffer.isBuffer(payload) ? payload : joinSplit(payload), undefined, 0);
     if (opts?.settled || this.presettled) { d.settled = true; return; }
     this.#unsettled++;
     d[SINK] = this;
@@ -98,9 +104,9 @@ export class RheaSink implements DeliverySink {
    * missing from it). Unsettled: an OutgoingDelivery goes into rhea's delivery buffer, as
    * rhea's own would, for the peer's disposition to find. Returns true, or that delivery.
    */
-  #sendDirect(bytes: Buffer, settled: true): boolean;
-  #sendDirect(bytes: Buffer, settled: false): any;
-  #sendDirect(bytes: Buffer, settled: boolean): any {
+  #sendDirect(payload: Buffer | SplitMessage, settled: true): boolean;
+  #sendDirect(payload: Buffer | SplitMessage, settled: false): any;
+  #sendDirect(payload: Buffer | SplitMessage, settled: boolean): any {
     const s = this.#sender;
     const session = s.session;
     const out = session?.outgoing;
@@ -110,7 +116,9 @@ export class RheaSink implements DeliverySink {
     if (!writer || !s.connection.socket_ready) return undefined;
     const tag = decimalTag(s.tag);
     const max = out.compute_max_payload(tag);
-    if (max !== undefined && bytes.length > max) return undefined;
+    const whole = Buffer.isBuffer(payload);
+    const size = whole ? payload.length : payload.headEnd + payload.tail.length - payload.tailStart;
+    if (max !== undefined && size > max) return undefined;
     s.tag++;
     const id = out.next_delivery_id++;
     out.next_pending_delivery++;
@@ -118,7 +126,8 @@ export class RheaSink implements DeliverySink {
     out.window--;
     s.credit--;
     s.delivery_count++;
-    writer.transfer(session.local.channel, s.local.handle, id, tag, 0, settled, false, bytes);
+    if (whole) writer.transfer(session.local.channel, s.local.handle, id, tag, 0, settled, false, payload);
+    else writer.transferSplit(session.local.channel, s.local.handle, id, tag, 0, settled, false, payload);
     if (settled) return true;
     const d = new OutgoingDelivery(out, id, Buffer.from(tag), s);
     out.deliveries.push(d);

@@ -79,9 +79,9 @@ function putUint(b: Buffer, at: number, v: number): number {
   return at + 5;
 }
 
-/** Bytes of a transfer frame with these fields (header, performative, payload). */
-export function transferFrameSize(handle: number, deliveryId: number, tag: Buffer, format: number, payload?: Buffer): number {
-  return 20 + uintSize(handle) + uintSize(deliveryId) + 2 + tag.length + uintSize(format) + 2 + (payload ? payload.length : 0);
+/** Bytes of a transfer frame with these fields (header, performative, payload or a payload of that many bytes). */
+export function transferFrameSize(handle: number, deliveryId: number, tag: Buffer, format: number, payload?: Buffer | number): number {
+  return 20 + uintSize(handle) + uintSize(deliveryId) + 2 + tag.length + uintSize(format) + 2 + (typeof payload === 'number' ? payload : payload ? payload.length : 0);
 }
 
 /**
@@ -89,10 +89,21 @@ export function transferFrameSize(handle: number, deliveryId: number, tag: Buffe
  * room for transferFrameSize(...) bytes; returns the offset after it.
  */
 export function encodeTransferFrameInto(b: Buffer, at: number, channel: number, handle: number, deliveryId: number, tag: Buffer, format: number, settled: boolean, more: boolean, payload?: Buffer): number {
+  const start = encodeTransferHeadInto(b, at, channel, handle, deliveryId, tag, format, settled, more, payload ? payload.length : 0);
+  if (payload) payload.copy(b, start);
+  return start + (payload ? payload.length : 0);
+}
+
+/**
+ * Writes a transfer frame's header and performative for a payload of `payloadLength` bytes
+ * (transferFrameSize with a payload of that length); returns where the payload goes, which
+ * the caller fills.
+ */
+export function encodeTransferHeadInto(b: Buffer, at: number, channel: number, handle: number, deliveryId: number, tag: Buffer, format: number, settled: boolean, more: boolean, payloadLength: number): number {
   const fieldBytes = uintSize(handle) + uintSize(deliveryId) + 2 + tag.length + uintSize(format) + 2;
   // 8 frame header + 3 descriptor + list32 constructor, size and count + fields
   const head = 8 + 3 + 9 + fieldBytes;
-  const size = head + (payload ? payload.length : 0);
+  const size = head + payloadLength;
   b.writeUInt32BE(size, at);
   b[at + 4] = 2; // data offset in 4-byte words
   b[at + 5] = 0; // AMQP frame
@@ -108,8 +119,7 @@ export function encodeTransferFrameInto(b: Buffer, at: number, channel: number, 
   p = putUint(b, p + 2 + tag.length, format);
   b[p] = settled ? 0x41 : 0x42;
   b[p + 1] = more ? 0x41 : 0x42;
-  if (payload) payload.copy(b, at + head);
-  return at + size;
+  return at + head;
 }
 
 /** Frame header, transfer performative and payload in one buffer. */

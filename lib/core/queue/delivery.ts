@@ -4,6 +4,7 @@
  * the protocol layer pokes when credit arrives, a drain is requested or the link goes away.
  */
 import type { TidemarkError } from '../errors.js';
+import type { SplitMessage } from '../../codec/message-bytes.js';
 
 /** What a receiving client said about a delivery [AMQP 3.4]. */
 export type Outcome =
@@ -31,6 +32,12 @@ export interface DeliverySink {
   credit(): number;
   /** Sends one encoded message. `onOutcome` runs once when the receiver settles (never for pre-settled sends). */
   send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void;
+  /**
+   * As send, for a message in two parts (a rewritten head, the stored bytes' rest), taken
+   * before returning: the sink may copy the parts straight into its frame buffer. Optional;
+   * without it, callers join the parts (joinSplit) and send().
+   */
+  sendSplit?(m: SplitMessage, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void;
   /** Completes a drain: nothing more is available now. */
   drained(): void;
   /** Detaches the link (closed), with an error or cleanly. */

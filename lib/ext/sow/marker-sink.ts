@@ -4,6 +4,7 @@
  */
 import type { DeliverySink, Outcome, SendOptions } from '../../core/queue/delivery.js';
 import type { TidemarkError } from '../../core/errors.js';
+import { joinSplit, type SplitMessage } from '../../codec/message-bytes.js';
 
 export class MarkerSink implements DeliverySink {
   readonly inner: DeliverySink;
@@ -24,6 +25,10 @@ export class MarkerSink implements DeliverySink {
   }
   credit(): number { this.flush(); return this.#pending.length || this.#closeAfter ? 0 : this.inner.credit(); }
   send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void { this.inner.send(bytes, onOutcome, opts); }
+  sendSplit(m: SplitMessage, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {
+    if (this.inner.sendSplit) this.inner.sendSplit(m, onOutcome, opts);
+    else this.inner.send(joinSplit(m), onOutcome, opts);
+  }
   drained(): void { if (!this.#pending.length) this.inner.drained(); }
   close(error?: TidemarkError): void { this.inner.close(error); }
 }

@@ -15,7 +15,7 @@ import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn } from '../../core/
 import { decodeEvent } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { MessageEnv } from '../../core/queue/filter-env.js';
-import { rewriteMessage, indexSections, encodeMessage, decodeMessage, type EncodedValue } from '../../codec/message-bytes.js';
+import { rewriteMessage, rewriteMessageSplit, indexSections, encodeMessage, decodeMessage, type EncodedValue } from '../../codec/message-bytes.js';
 import { typed } from '../../codec/amqp.js';
 import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
@@ -441,9 +441,9 @@ export class SowConsumer implements Consumer {
   #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent): void {
     if (ev && this.#plan.options.conflation && this.#phase === 'events') { this.#conflate(bytes, ann, ev); return; }
     if (ev && this.#plan.checkpoint) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#eventCheckpoint(ev));
-    const out = rewriteMessage(bytes, indexSections(bytes), null, ann);
+    const out = rewriteMessageSplit(bytes, indexSections(bytes), null, ann);
     this.#s.queue.counters.delivered++;
-    this.#sink.send(out, undefined, { settled: this.#sink.presettled, position: ev ? ev.scn : -1 });
+    this.#sink.sendSplit(out, undefined, { settled: this.#sink.presettled, position: ev ? ev.scn : -1 });
   }
 
   /** Conflation key of an event: the conflation_key paths, or the SOW key. */

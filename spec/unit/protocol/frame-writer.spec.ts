@@ -55,6 +55,22 @@ describe('FrameWriter', () => {
     expect(s.bytes.equals(Buffer.concat(parts))).to.equal(true);
   });
 
+  it('a transfer of a split message is the same bytes as one of the joined payload, across slab boundaries', async () => {
+    const a = new FakeSocket(), b = new FakeSocket();
+    const wa = new FrameWriter(a as any), wb = new FrameWriter(b as any);
+    for (let i = 0; i < 400; i++) {
+      const head = Buffer.alloc(10 + (i % 90), i % 251); // short heads (byte loop) and longer ones (copy)
+      const tail = Buffer.alloc(300 + (i % 7) * 100, (i * 7) % 251);
+      const tailStart = i % 50;
+      const headEnd = head.length - (i % 3); // the parts are ranges of their buffers
+      wa.transferSplit(1, 2, i, Buffer.from(String(i)), 0, i % 2 === 0, false, { head, headEnd, tail, tailStart });
+      wb.transfer(1, 2, i, Buffer.from(String(i)), 0, i % 2 === 0, false, Buffer.concat([head.subarray(0, headEnd), tail.subarray(tailStart)]));
+    }
+    await tick();
+    expect(a.writes.length).to.be.greaterThan(1);
+    expect(a.bytes.equals(b.bytes)).to.equal(true);
+  });
+
   it('a full slab leaves at once, before the end of the tick', () => {
     const s = new FakeSocket();
     const w = new FrameWriter(s as any);
