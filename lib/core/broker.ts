@@ -98,6 +98,9 @@ export class Broker implements BrokerContext, ProtocolBackend {
 
   onActivity(): void { this.#compactor?.activity(); }
 
+  /** What the idle compaction did so far (tests, statistics). */
+  get compactionStats(): Readonly<IdleCompactor['stats']> | undefined { return this.#compactor?.stats; }
+
   // ---- BrokerContext -------------------------------------------------------------------
 
   queueInfo(q: Queue): Record<string, unknown> {
