@@ -426,6 +426,12 @@ let headScratch = Buffer.allocUnsafe(WRITER_SIZE);
 const split: SplitMessage = { head: headScratch, headEnd: 0, tail: headScratch, tailStart: 0 };
 const EMPTY = Buffer.alloc(0);
 
+/** The shared split message holding `b` whole (no head). */
+function whole(b: Buffer): SplitMessage {
+  split.head = EMPTY; split.headEnd = 0; split.tail = b; split.tailStart = 0;
+  return split;
+}
+
 /**
  * The bytes to send: new header (when `header` given), the original annotations minus ours
  * plus `annotations`, then the original properties/application-properties/body/footer.
@@ -438,7 +444,6 @@ export function rewriteMessage(bytes: Buffer, idx: SectionIndex, header: HeaderF
 
 /** rewriteMessage's bytes as a SplitMessage (see there): the head assembled, the rest left in `bytes`. */
 export function rewriteMessageSplit(bytes: Buffer, idx: SectionIndex, header: HeaderFields | null, annotations: Record<string, unknown> | null): SplitMessage {
-  const whole = (b: Buffer): SplitMessage => { split.head = EMPTY; split.headEnd = 0; split.tail = b; split.tailStart = 0; return split; };
   if (!header && !annotations && !idx.annotations && idx.restStart === 0) return whole(bytes);
   const keys = annotations ? Object.keys(annotations) : NO_KEYS;
   // Section ranges clamped to the buffer as subarray() would (rhea's decoder, which indexes
