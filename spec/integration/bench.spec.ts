@@ -4,6 +4,9 @@
  * thresholds: the figures depend on the machine.
  */
 import { expect } from 'chai';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { useBroker } from '../support/broker.js';
 import { runTool } from '../support/tools.js';
 
@@ -94,6 +97,32 @@ describe('tidemark-bench (smoke)', function () {
     for (const w of ['publish', 'consume', 'latency', 'sow', 'historical', 'sow-and-subscribe', 'replay', 'bootstrap']) {
       expect(out.summary[w], w).to.have.property('A_median').that.is.a('number');
     }
+  });
+
+  it('--latency-trace: one line per message, sent on CLOCK_MONOTONIC, the latencies the summary is made of', async () => {
+    const file = join(await mkdtemp(join(tmpdir(), 'tm-lat-')), 'lat.csv');
+    const before = Number(process.hrtime.bigint()) / 1e6; // same clock in every process
+    const { out, A } = await benchOk('lattrace', [
+      '--workloads', 'latency', '--latency-rate', '200', '--latency-count', '40', '--rounds', '2', '--latency-trace', file,
+    ], 60000);
+    const after = Number(process.hrtime.bigint()) / 1e6;
+    const lines = (await readFile(file, 'utf8')).trim().split('\n');
+    expect(lines[0]).to.match(/^# tidemark-bench latency trace, client pid \d+$/);
+    expect(lines[1]).to.equal('side,round,queue,sent_mono_ms,latency_ms');
+    const rows = lines.slice(2).map((l) => l.split(','));
+    expect(rows).to.have.length(80); // the header once, then both rounds
+    for (const [side, round, queue, sent, lat] of rows) {
+      expect(side).to.equal('A');
+      expect(queue).to.match(new RegExp(`^lattrace-.*-r${round}-lat$`));
+      expect(Number(sent)).to.be.within(before, after);
+      expect(Number(lat)).to.be.at.least(0);
+    }
+    for (const r of [1, 2]) {
+      const lat = rows.filter((x) => x[1] === String(r)).map((x) => Number(x[4]));
+      expect(lat).to.have.length(40);
+      expect(Math.max(...lat)).to.be.closeTo(out.rounds[r - 1].results.A.latency.max_ms, 0.001);
+    }
+    expect(A.latency.received).to.equal(40);
   });
 
   it('memory: RSS of the broker at two retained-event counts, and a clear error without its PID', async () => {

@@ -63,6 +63,7 @@ main(async () => {
     .option('memory-to', { type: 'number', default: 1000000, describe: 'memory: retained events at the second RSS reading' })
     .option('latency-rate', { type: 'number', default: 1000, describe: 'latency run: messages per second' })
     .option('latency-count', { type: 'number', default: 5000, describe: 'latency run: messages sent' })
+    .option('latency-trace', { type: 'string', describe: 'latency run: append one CSV line per message to this file (side, round, queue, send time on CLOCK_MONOTONIC in ms, latency in ms), to set slow messages beside a `perf record -k mono` scheduler trace' })
     .option('sow-keys', { type: 'number', default: 10000, describe: 'SOW workloads: keys in the dataset' })
     .option('sow-versions', { type: 'number', default: 10, describe: 'SOW workloads: versions per key (events = keys x versions)' })
     .option('load-rate', { type: 'number', default: 2000, describe: 'sow-and-subscribe, bootstrap: background publish rate (msg/s)' })
@@ -130,7 +131,7 @@ main(async () => {
     if (workloads.includes('memory')) {
       out.memory = await guarded(() => W.memory(t, queueFor(t, r, '-mem'), load, argv['memory-from'], argv['memory-to'], brokerPid, progress) as any);
     }
-    if (workloads.includes('latency')) out.latency = await guarded(() => W.latency(t, queueFor(t, r, '-lat'), load, argv['latency-rate'], argv['latency-count'], progress) as any);
+    if (workloads.includes('latency')) out.latency = await guarded(() => W.latency(t, queueFor(t, r, '-lat'), load, argv['latency-rate'], argv['latency-count'], progress, argv['latency-trace'] ? { file: argv['latency-trace'], side: t.side, round: r } : undefined) as any);
     const sowWanted = SOW_WORKLOADS.filter((w) => workloads.includes(w));
     if (sowWanted.length) {
       const why = !t.tidemark ? `peer lacks Tidemark SOW (product: ${t.product})` : t.declare !== 'sow' ? `queue is not declared as a SOW queue (declare=${t.declare})` : '';

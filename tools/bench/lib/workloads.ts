@@ -4,7 +4,7 @@
  * Counting rules: publish counts only `accepted` outcomes; consume and replay count data
  * messages only (Tidemark's group/completed markers are not counted).
  */
-import { readFile } from 'node:fs/promises';
+import { appendFile, readFile, stat } from 'node:fs/promises';
 import { r, connect, openSender, openReceiver, tmFilters, cmdOf, scnOf, isMarker, type Conn } from './amqp.js';
 import { percentile } from './stats.js';
 import type { Progress } from './progress.js';
@@ -129,6 +129,25 @@ export async function consume(t: Target, queue: string, count: number, window: n
   } finally { progress.end(); await c.close(); }
 }
 
+/** Where `latency` appends one line per message (`--latency-trace`), and what to label them with. */
+export interface LatencyTrace { file: string; side: string; round: number }
+
+export const LATENCY_TRACE_HEADER = 'side,round,queue,sent_mono_ms,latency_ms';
+
+/**
+ * One CSV line per received message, its send time on CLOCK_MONOTONIC in ms (the clock of
+ * `perf record -k mono`), so a slow message can be put next to a scheduler trace of the
+ * same seconds (docs/performance.md, "Where the latency tail comes from").
+ */
+async function writeLatencyTrace(trace: LatencyTrace, queue: string, sentAt: Float64Array, lat: Float64Array): Promise<void> {
+  // performance.now() and process.hrtime() both count on CLOCK_MONOTONIC: their offset is fixed.
+  const monoOffset = Number(process.hrtime.bigint()) / 1e6 - performance.now();
+  let text = '';
+  try { await stat(trace.file); } catch { text = `# tidemark-bench latency trace, client pid ${process.pid}\n${LATENCY_TRACE_HEADER}\n`; }
+  for (let i = 0; i < lat.length; i++) text += `${trace.side},${trace.round},${queue},${(sentAt[i] + monoOffset).toFixed(3)},${lat[i].toFixed(3)}\n`;
+  await appendFile(trace.file, text);
+}
+
 export interface LatencyResult { sent: number; received: number; rate_target: number; p50_ms: number; p90_ms: number; p99_ms: number; p999_ms: number; max_ms: number }
 
 /**
@@ -136,7 +155,7 @@ export interface LatencyResult { sent: number; received: number; rate_target: nu
  * `subscribe`), then `count` durable messages paced at `rate` msg/s, each carrying its send
  * time; latency = receive time - send time, same process clock.
  */
-export async function latency(t: Target, queue: string, load: Load, rate: number, count: number, progress: Progress): Promise<LatencyResult> {
+export async function latency(t: Target, queue: string, load: Load, rate: number, count: number, progress: Progress, trace?: LatencyTrace): Promise<LatencyResult> {
   const cr = await connect(t.url);
   const cs = await connect(t.url);
   try {
@@ -145,6 +164,7 @@ export async function latency(t: Target, queue: string, load: Load, rate: number
     const src = t.declare === 'sow' ? { address: queue, filter: tmFilters({ command: 'subscribe' }) } : { address: queue };
     const rcv = await openReceiver(cr, src, { creditWindow: load.window, autoaccept: true });
     const lat = new Float64Array(count);
+    const sentAt = trace ? new Float64Array(count) : undefined;
     let received = 0; let sent = 0;
     progress.begin(`latency ${t.side} @${rate}/s`, count);
     await new Promise<void>((resolve, reject) => {
@@ -155,6 +175,7 @@ export async function latency(t: Target, queue: string, load: Load, rate: number
         const ts = ctx.message.application_properties?.bench_ts;
         if (typeof ts !== 'number') return;
         last = performance.now();
+        if (sentAt) sentAt[received] = ts;
         lat[received++] = last - ts;
         progress.update(received);
         if (received === count) { clearInterval(stall); resolve(); }
@@ -168,6 +189,7 @@ export async function latency(t: Target, queue: string, load: Load, rate: number
       }, 1);
     });
     progress.end();
+    if (trace && sentAt) await writeLatencyTrace(trace, queue, sentAt.subarray(0, received), lat.subarray(0, received));
     const sorted = lat.slice(0, received).sort();
     return {
       sent, received, rate_target: rate,
