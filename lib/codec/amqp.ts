@@ -11,8 +11,10 @@ export const amqpMessage: any = (rhea as any).message;
 export const typed = {
   symbol: (s: string) => amqpTypes.wrap_symbol(s),
   ulong: (n: number | bigint) => amqpTypes.wrap_ulong(typeof n === 'bigint' ? Number(n) : n),
-  long: (n: number) => amqpTypes.wrap_long(n),
+  /** A Buffer is the long's 8 bytes (a value beyond 2^53). */
+  long: (n: number | Buffer) => amqpTypes.wrap_long(n),
   uint: (n: number) => amqpTypes.wrap_uint(n),
+  int: (n: number) => amqpTypes.wrap_int(n),
   timestamp: (ms: number) => amqpTypes.wrap_timestamp(ms),
   string: (s: string) => amqpTypes.wrap_string(s),
   boolean: (b: boolean) => amqpTypes.wrap_boolean(b),

@@ -154,6 +154,7 @@ export class Broker implements BrokerContext, ProtocolBackend {
    * Throws `amqp:unauthorized-access`; idempotent.
    */
   authorizeConsumer(queue: Queue, req: ConsumerRequest): void {
+    if (req.mode === 'move' && this.extensions.all.some((e) => e.browsesQueue?.(queue, req))) req.mode = 'copy';
     if (queue.def.temporary) return;
     if (req.mode === 'move' && !this.#can(req.user, 'consume', queue.name)) {
       this.#require(req.user, 'browse', queue.name);

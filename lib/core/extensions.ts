@@ -105,6 +105,12 @@ export interface Extension {
   /** Source filters this extension understands. */
   filters?: FilterSpec[];
   /**
+   * True when the link this request opens reads the queue without consuming it, whatever
+   * mode the client asked for (a replay or a command on a plain queue): the attach reply
+   * then states distribution-mode `copy` (wire.md 2.1), and the ACL asks for browse.
+   */
+  browsesQueue?(queue: Queue, req: ConsumerRequest): boolean;
+  /**
    * Claims a receiving link when its request is for this extension's command (sow, replay,
    * checkpoint...). Return undefined to pass. Throw TidemarkError to refuse the attach.
    * Extensions are asked latest-registered first, so one that builds on another (history on

@@ -79,9 +79,14 @@ export class NodeRegistry {
           throw new TidemarkError(Conditions.preconditionFailed, `queue ${name} exists with ${k}=${JSON.stringify(existing.arguments[k] ?? null)}, not ${JSON.stringify(v)}`);
         }
       }
+      // A declaration that names any SOW/history/log argument must name them all as the queue
+      // has them; one that names none (only reserved node properties, as qpid::messaging sends
+      // for `{create: always, node: {durable: true}}`, or other brokers' arguments) uses the
+      // queue as it is.
+      const declaresStrict = Object.keys(args).some((k) => this.#ctx.registry.argument(k)?.strict);
       for (const [k, v] of Object.entries(existing.arguments)) {
         const spec = this.#ctx.registry.argument(k);
-        if (spec?.strict && opts.arguments && Object.keys(opts.arguments).length > 0 && !(k in args)) {
+        if (spec?.strict && declaresStrict && !(k in args)) {
           throw new TidemarkError(Conditions.preconditionFailed, `queue ${name} exists with ${k}=${JSON.stringify(v)}; declare it with the same value`);
         }
       }

@@ -228,19 +228,22 @@ describe('history and replay (semantics.md 6, 7)', function () {
     await runRetention(tb.broker);
     expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).scn_oldest).to.equal(6);
     expect(scns(await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '0', options: { bookmark_not_found: 'epoch' } }))).to.deep.equal([6, 7, 8]);
-    // A timestamp before the oldest retained event: bookmark_not_found decides (default now).
+    // With history the time index keeps the window's rows (historical queries at a time need
+    // them): T0+60s still resolves to SCN 5, and every event after it is retained.
+    expect(scns(await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 60 * S), options: { bookmark_not_found: 'fail' } }))).to.deep.equal([6, 7, 8]);
+    // A timestamp whose next events are gone: bookmark_not_found decides (default now).
     const c = await connect(tb.url);
     try {
       // (A timestamp is resolved after the attach, so the refusal is a detach with the error.)
       const closed = new Promise<any>((resolve) => {
-        const rcv = c.connection.open_receiver({ source: { address: q, filter: tmFilters({ command: 'subscribe', bookmark: iso(T0 + 60 * S), options: { bookmark_not_found: 'fail' } }) } });
+        const rcv = c.connection.open_receiver({ source: { address: q, filter: tmFilters({ command: 'subscribe', bookmark: iso(T0 - S), options: { bookmark_not_found: 'fail' } }) } });
         rcv.on('receiver_close', () => resolve(rcv.remote.detach?.error ?? rcv.error));
         rcv.on('receiver_error', () => resolve(rcv.error));
       });
       const err = await Promise.race([closed, sleep(5000).then(() => undefined)]);
       expect(err?.condition).to.equal('tidemark:scn-not-found');
     } finally { await c.close(); }
-    expect((await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 60 * S) })).map(cmdOf)).to.deep.equal(['completed']);
+    expect((await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 - S) })).map(cmdOf)).to.deep.equal(['completed']);
     // New events after the trim are indexed and found again.
     await at(T0 + 171 * S, q, [pub({ id: 'd', v: 1 }), pub({ id: 'e', v: 1 })]); // 9-10
     expect(scns(await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: iso(T0 + 170 * S) }))).to.deep.equal([9, 10]);
@@ -248,6 +251,21 @@ describe('history and replay (semantics.md 6, 7)', function () {
     clock.set(T0 + 400 * S);
     await runRetention(tb.broker);
     expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).scn_oldest).to.be.oneOf([0, 11]);
+  });
+
+  it('a historical query at a time still answers after the log trim took the events around it (history and log kept independently)', async function () {
+    const q = 'h.trimmed-time';
+    clock.set(T0);
+    await send(tb.url, histQueue(q, { 'log.max_count': 2 }), [pub({ id: 'a', v: 1 }), pub({ id: 'b', v: 1 })]); // 1-2 at T0
+    await at(T0 + 10 * S, q, [pub({ id: 'c', v: 1 })]); // 3
+    await at(T0 + 20 * S, q, [pub({ id: 'a', v: 2 }), pub({ id: 'b', v: 2 })]); // 4-5
+    clock.set(T0 + 30 * S);
+    await runRetention(tb.broker);
+    expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).scn_oldest).to.equal(4);
+    expect(await stateAt(tb.url, q, iso(T0 + 5 * S))).to.deep.equal({ a: 1, b: 1 });
+    expect(await stateAt(tb.url, q, iso(T0 + 15 * S))).to.deep.equal({ a: 1, b: 1, c: 1 });
+    expect(await stateAt(tb.url, q, iso(T0 + 25 * S))).to.deep.equal({ a: 2, b: 2, c: 1 });
+    expect((await sowQuery(tb.url, q, { bookmark: iso(T0 + 15 * S) })).groupEnd).to.equal(3);
   });
 
   it('the background history sweep, a few rows at a time, purges exactly what a full pass purges', async function () {

@@ -13,7 +13,7 @@ import { installRawCapture, rawBytes } from './raw-message.js';
 import { RheaSink, deliverOutcome } from './sink.js';
 import { FrameWriter } from './frame-writer.js';
 import { capabilities, nodeProperties, filters as sourceFilters } from './terminus.js';
-import { TidemarkError, Conditions, toAmqpError } from '../errors.js';
+import { TidemarkError, Conditions, toAmqpError, amqpInfo } from '../errors.js';
 import type { BrokerConfig } from '../config.js';
 import type { Consumer } from '../queue/delivery.js';
 import type { InboundMessage } from '../queue/inbound.js';
@@ -28,6 +28,11 @@ const require = createRequire(import.meta.url);
 const Connection = require('rhea/lib/connection.js');
 const { ProtocolError } = require('rhea/lib/errors.js');
 const rheaFrames = require('rhea/lib/frames.js');
+/** The capabilities the client asked for that the node has (wire.md 2.1: echo only those that hold). */
+function heldCapabilities(asked: string[], q: Queue): string[] {
+  return asked.filter((c) => c === 'queue' || c === 'create-on-demand' || (c === 'durable' && q.def.durable && !q.def.temporary));
+}
+
 const log = logger('protocol');
 
 /** What the protocol layer needs from the broker. */
@@ -520,7 +525,7 @@ export class AmqpServer {
           const caps = capabilities(target);
           const q = this.#backend.resolveNode(address, { createOnDemand: caps.includes('create-on-demand'), properties: nodeProperties(target), role: 'receiver', user: this.#user(ctx) });
           st.queue = q;
-          receiver.set_target({ address, capabilities: caps.filter((c) => ['queue', 'create-on-demand', 'durable'].includes(c)), durable: target.durable });
+          receiver.set_target({ address, capabilities: heldCapabilities(caps, q), durable: target.durable });
         }
       } else {
         receiver.set_target({}); // anonymous relay: routed per message by properties.to
@@ -546,7 +551,7 @@ export class AmqpServer {
       st.outstanding--;
       st.outstandingBytes = (st.outstandingBytes ?? 0) - size;
       if (!delivery.remote_settled) {
-        if (err) delivery.reject({ condition: err.condition, description: err.message, info: err.info });
+        if (err) delivery.reject({ condition: err.condition, description: err.message, info: amqpInfo(err.info) });
         else delivery.accept();
       } else if (err) {
         log.warn('pre-settled message not stored', { err: err.message });
@@ -636,7 +641,7 @@ export class AmqpServer {
       };
       // ACL before the reply: may refuse, or answer move with copy (browse-only by ACL).
       this.#backend.authorizeConsumer?.(q, req);
-      const caps = capabilities(source).filter((c) => ['queue', 'durable', 'create-on-demand'].includes(c));
+      const caps = heldCapabilities(capabilities(source), q);
       sender.set_source({
         address, dynamic: source.dynamic || undefined, distribution_mode: req.mode,
         filter: Object.keys(echoed).length ? echoed : undefined, capabilities: caps.length ? caps : undefined,

@@ -1,6 +1,6 @@
 /** A DeliverySink over a rhea sender: what the core sees of an outgoing link. */
 import type { DeliverySink, Outcome, SendOptions } from '../queue/delivery.js';
-import { TidemarkError } from '../errors.js';
+import { TidemarkError, amqpInfo } from '../errors.js';
 import { FrameWriter } from './frame-writer.js';
 import { joinSplit, type SplitMessage } from '../../codec/message-bytes.js';
 
@@ -154,7 +154,7 @@ export class RheaSink implements DeliverySink {
       return;
     }
     try {
-      if (error) this.#sender.close({ condition: error.condition, description: error.message, info: error.info });
+      if (error) this.#sender.close({ condition: error.condition, description: error.message, info: amqpInfo(error.info) });
       else this.#sender.close();
     } catch { /* connection already gone */ }
   }

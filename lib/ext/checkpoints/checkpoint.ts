@@ -19,8 +19,8 @@ export interface Checkpoint {
   prevScn: number;
   /** Events of window windowScn consumed; -1 = the whole window. */
   windowOffset: number;
-  /** Broker time of the last consumed event, ns. */
-  tsNsecs?: number;
+  /** Broker time of the last consumed event, ns (a bigint: ns since 1970 pass 2^53). */
+  tsNsecs?: bigint;
   bootstrap_since_scn?: number;
   bootstrap_start_scn?: number;
   bootstrap_target_scn?: number;
@@ -44,6 +44,19 @@ function int(field: string, v: unknown, min: number, optional = false): number |
   return n;
 }
 
+/** A long that may pass 2^53 (tsNsecs), exactly. */
+function bigLong(field: string, v: unknown): bigint | undefined {
+  v = unwrap(v);
+  if (v === undefined || v === null) return undefined;
+  let n: bigint | undefined;
+  if (Buffer.isBuffer(v) && v.length === 8) n = v.readBigInt64BE(0); // rhea's form of a long beyond 2^53
+  else if (typeof v === 'bigint') n = v;
+  else if (typeof v === 'number' && Number.isInteger(v)) n = BigInt(v); // a client's double: as exact as it came
+  else if (typeof v === 'string' && /^-?\d+$/.test(v)) n = BigInt(v);
+  if (n === undefined || n < -1n) throw bad(field, `must be an integer >= -1, got ${JSON.stringify(typeof v === 'bigint' ? v.toString() : v)}`);
+  return n;
+}
+
 /** Validates a received checkpoint (map or JSON text); errors name the field. */
 export function parseCheckpoint(v: unknown): Checkpoint {
   if (typeof v === 'string') { try { v = JSON.parse(v); } catch { throw bad('value', 'must be a map or JSON text of one'); } }
@@ -58,7 +71,7 @@ export function parseCheckpoint(v: unknown): Checkpoint {
     windowScn: int('windowScn', m.windowScn ?? -1, -1)!,
     prevScn: int('prevScn', m.prevScn ?? -1, -1)!,
     windowOffset: int('windowOffset', m.windowOffset ?? -1, -1)!,
-    tsNsecs: int('tsNsecs', m.tsNsecs, -1, true),
+    tsNsecs: bigLong('tsNsecs', m.tsNsecs),
     bootstrap_since_scn: int('bootstrap_since_scn', m.bootstrap_since_scn, 0, true),
     bootstrap_start_scn: int('bootstrap_start_scn', m.bootstrap_start_scn, 0, true),
     bootstrap_target_scn: int('bootstrap_target_scn', m.bootstrap_target_scn, -1, true),
@@ -83,13 +96,15 @@ export function parseCheckpoint(v: unknown): Checkpoint {
 /** The fields in the order they go on the wire. */
 const FIELDS: ReadonlyArray<keyof Checkpoint> = ['consumption_mode', 'windowScn', 'prevScn', 'windowOffset', 'tsNsecs', 'bootstrap_since_scn', 'bootstrap_start_scn', 'bootstrap_target_scn', 'catchup_offset', 'snapshot_offset'];
 
+function longBytes(n: bigint): Buffer { const b = Buffer.allocUnsafe(8); b.writeBigInt64BE(n); return b; }
+
 /** The checkpoint's fields as AMQP values (numbers as long, wire.md 6). */
 function checkpointFields(cp: Checkpoint): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const k of FIELDS) {
     const v = cp[k];
     if (v === undefined) continue;
-    out[k] = typeof v === 'number' ? typed.long(v) : v;
+    out[k] = typeof v === 'number' ? typed.long(v) : typeof v === 'bigint' ? typed.long(longBytes(v)) : v;
   }
   return out;
 }
@@ -124,7 +139,8 @@ export class WindowTracker {
   prevScn: number;
   windowScn: number;
   windowOffset: number;
-  tsNsecs: number | undefined;
+  /** Broker time of the last consumed event, ms (tsNsecs is made from it exactly). */
+  #tsMs: number | undefined;
 
   constructor(start: { prevScn: number; windowScn?: number; windowOffset?: number }) {
     this.prevScn = start.prevScn;
@@ -138,8 +154,10 @@ export class WindowTracker {
     if (W !== this.windowScn || this.windowOffset === -1) { this.windowScn = W; this.windowOffset = 0; }
     this.windowOffset++;
     if (scn >= W) { this.prevScn = W; this.windowOffset = -1; }
-    this.tsNsecs = ts * 1_000_000;
+    this.#tsMs = ts;
   }
+
+  get tsNsecs(): bigint | undefined { return this.#tsMs === undefined ? undefined : BigInt(Math.round(this.#tsMs)) * 1_000_000n; }
 
   online(): Checkpoint {
     return { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: this.windowScn, prevScn: this.prevScn, windowOffset: this.windowOffset, tsNsecs: this.tsNsecs };

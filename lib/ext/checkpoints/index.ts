@@ -124,6 +124,8 @@ export function checkpointsExtension(): Extension {
     name: 'checkpoints',
     requires: ['sow'],
     filters: [{ symbol: CHECKPOINT, parse: (v) => ({ data: parseCheckpoint(v) }) }],
+    // A checkpointed link reads the log: it never consumes (the reply says copy).
+    browsesQueue: (_queue, req) => req.filters.has(CHECKPOINT),
     openConsumer(queue, req, sink, next) {
       // Durable where the broker can keep a position: SOW and browse-only queues, command links.
       if (req.durable && (queue.structure instanceof SowStructure || queue.browseOnly || isCommandLink(req))) return openDurable(queue, req, sink, next);

@@ -8,6 +8,7 @@ import type { Extension, ManagementRequest, ManagementResponse, AuthAction } fro
 import type { BrokerContext } from '../../core/broker-context.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { encodeMessage } from '../../codec/message-bytes.js';
+import { typed } from '../../codec/amqp.js';
 import { logger } from '../../core/log.js';
 
 const log = logger('management');
@@ -54,10 +55,14 @@ const coreOps: Record<string, Op> = {
   },
   async DELETE(req, broker) {
     const q = requireQueue(req, broker);
-    const force = req.body?.force === true || req.body?.force === 'true';
+    // wire.md 7: DELETE deletes. Like qpidd's queue-delete, a request may ask for checks:
+    // body {if_empty: true} and/or {if_unused: true} answer 409 instead when they fail
+    // (tidemark-config del queue asks for both unless --force).
+    const flag = (v: unknown) => v === true || v === 'true' || v === 1;
     const info = broker.queueInfo(q);
-    if (!force && ((info.depth as number) > 0 || (info.consumers as number) > 0)) {
-      return { statusCode: 409, statusDescription: `queue ${q.name} is not empty or in use (depth ${info.depth}, consumers ${info.consumers}); use force` };
+    const depth = info.depth as number, consumers = info.consumers as number;
+    if ((flag(req.body?.if_empty) && depth > 0) || (flag(req.body?.if_unused) && consumers > 0)) {
+      return { statusCode: 409, statusDescription: `queue ${q.name} is not empty or in use (depth ${depth}, consumers ${consumers})` };
     }
     await broker.nodes.delete(q.name);
     return { statusCode: 204, statusDescription: 'No Content' };
@@ -126,7 +131,7 @@ export function managementExtension(): Extension {
           if (!q) { log.warn('management reply-to is not a queue here', { replyTo }); return; }
           const bytes = encodeMessage({
             correlation_id: m.message_id ?? m.correlation_id, to: replyTo,
-            application_properties: { statusCode: res.statusCode, statusDescription: res.statusDescription },
+            application_properties: { statusCode: typed.int(res.statusCode), statusDescription: res.statusDescription }, // int, as AMQP Management has it
             body: res.body === undefined ? null : res.body,
           });
           q.publish({ bytes, message: null, receivedAt: broker.clock.now(), attrs: {} }, (err) => { if (err) log.warn('management reply not stored', { err: err.message }); });

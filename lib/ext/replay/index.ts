@@ -15,7 +15,7 @@ import { toDurationMs, toInt } from '../../address/index.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { commandOf, openSowLink, type LinkCommand } from '../sow/links.js';
 import { listAnnotations, listMarker, everySowQueue } from '../sow/index.js';
-import { openAtBookmark, type Bookmark } from '../sow/bookmark.js';
+import { openAtBookmark, refuseBookmarkAhead, type Bookmark } from '../sow/bookmark.js';
 import { MarkerSink } from '../sow/marker-sink.js';
 import type { CommandOptions } from '../sow/options.js';
 
@@ -45,6 +45,7 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
 
   /** A plain queue replays the entries it still holds (browsed), then stays live. */
   function openOnList(queue: Queue, list: ListStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }) {
+    refuseBookmarkAhead(queue, c.bookmark);
     const markers = new MarkerSink(sink);
     let start: number;
     const bm = c.bookmark;

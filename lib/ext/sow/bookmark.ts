@@ -55,11 +55,23 @@ export async function scnAtTime(q: Queue, ms: number): Promise<number> {
 }
 
 /**
+ * An SCN bookmark past the queue's head names an event that does not exist yet: accepting it
+ * would silently skip the events up to it when they come (a bookmark kept from a broker whose
+ * data was since replaced, say). Refused, as a checkpoint ahead of the head is.
+ */
+export function refuseBookmarkAhead(q: Queue, bm: Bookmark): void {
+  if (bm.kind === 'scn' && bm.scn > q.committedScn) {
+    throw new TidemarkError(Conditions.invalidField, `bookmark ${bm.scn} is ahead of queue ${q.name}: its newest event is SCN ${q.committedScn}`);
+  }
+}
+
+/**
  * Opens a consumer at a bookmark: `open` gets the bookmark's SCN. A time bookmark is resolved
  * through the time index first, so the consumer returned meanwhile keeps the credit that
  * arrives and closes the link if opening fails.
  */
 export function openAtBookmark(q: Queue, bm: Bookmark, sink: DeliverySink, open: (scn: number | undefined) => Consumer): Consumer {
+  refuseBookmarkAhead(q, bm);
   if (bm.kind !== 'time') return open(bm.kind === 'scn' ? bm.scn : undefined);
   let inner: Consumer | undefined; let closed = false;
   scnAtTime(q, bm.ms).then((scn) => {

@@ -37,8 +37,13 @@ export function listAnnotations(e: { scn: number; ts: number }): Record<string, 
 }
 
 /** A pre-settled marker message (group_begin, group_end, completed) on a plain queue's command link. */
-export function listMarker(markers: MarkerSink, cmd: string, scn?: number): void {
-  markers.marker(encodeMessage({ message_annotations: { 'x-opt-tm-cmd': typed.symbol(cmd), ...(scn !== undefined ? { 'x-opt-tm-scn': typed.ulong(scn) } : {}) }, body: null }));
+export function listMarker(markers: MarkerSink, cmd: string, scn?: number, queryId?: string): void {
+  markers.marker(encodeMessage({ message_annotations: {
+    'x-opt-tm-cmd': typed.symbol(cmd),
+    ...(scn !== undefined ? { 'x-opt-tm-scn': typed.ulong(scn) } : {}),
+    // wire.md 4.2: the query id goes on group_begin and group_end (never on completed)
+    ...(queryId !== undefined && cmd !== 'completed' ? { 'x-opt-tm-query-id': queryId } : {}),
+  }, body: null }));
 }
 
 /**
@@ -98,18 +103,25 @@ export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extensio
       queue.structure = s;
     },
     filters,
+    // A command on a plain queue browses it (see openConsumer): the attach reply says copy.
+    browsesQueue: (_queue, req) => req.filters.has(COMMAND) || req.filters.has(BOOKMARK) || req.filters.has(OPTIONS),
     openConsumer(queue, req, sink) {
       if (queue.structure instanceof SowStructure) return queue.structure.openConsumer(req, sink);
       const hasCmd = req.filters.has(COMMAND) || req.filters.has(BOOKMARK) || req.filters.has(OPTIONS);
-      if (!hasCmd) return undefined;
+      if (!hasCmd) {
+        // Only a content filter (the selector extension's, a tidemark: filter too): the link
+        // keeps its mode, and its messages carry the annotations of wire.md 4.2.
+        if (req.annotate && queue.structure instanceof ListStructure) return queue.structure.openConsumer(req, sink, { annotate: listAnnotations });
+        return undefined;
+      }
       // Commands on a queue without SOW.
-      const { command, bookmark } = commandOf(req);
+      const { command, bookmark, options } = commandOf(req);
       if (command === 'sow') throw new TidemarkError(Conditions.notFound, `queue ${queue.name} is not a SOW queue (no sow.key): sow needs a state of the world`);
       if (!(queue.structure instanceof ListStructure)) return undefined;
       const markers = new MarkerSink(sink);
       const browse = { ...req, mode: 'copy' as const };
       if (command === 'sow_and_subscribe') {
-        listMarker(markers, 'group_begin'); listMarker(markers, 'group_end', queue.committedScn);
+        listMarker(markers, 'group_begin', undefined, options.query_id); listMarker(markers, 'group_end', queue.committedScn, options.query_id);
         return queue.structure.openConsumer(browse, markers, { startAfterScn: queue.committedScn, annotate: listAnnotations });
       }
       if (bookmark) throw unanswerableBookmark(queue, command);

@@ -1,6 +1,7 @@
 /** `tidemark:options:map` and `tidemark:command:symbol` values (wire.md 4). */
 import { TidemarkError, Conditions } from '../../core/errors.js';
-import { parseDuration } from '../../address/index.js';
+import { toDurationMs } from '../../address/index.js';
+import { compileOrderBy } from '../../filter/index.js';
 
 export type Command = 'sow' | 'subscribe' | 'sow_and_subscribe';
 
@@ -44,10 +45,15 @@ export function parseOptions(v: unknown): CommandOptions {
       case 'top_n': o.top_n = int(k, val, 0); break;
       case 'skip_n': o.skip_n = int(k, val, 0); break;
       case 'batch_size': o.batch_size = int(k, val, 1); break;
-      case 'order_by': if (typeof val !== 'string') throw bad('tidemark:options:map: order_by must be a string'); o.order_by = val; break;
+      case 'order_by':
+        if (typeof val !== 'string') throw bad('tidemark:options:map: order_by must be a string');
+        // Compiled here so a malformed one refuses the attach (wire.md 4), not the first fetch.
+        try { compileOrderBy(val); } catch (e) { throw bad(`tidemark:options:map: order_by: ${(e as Error).message}`); }
+        o.order_by = val; break;
       case 'oof': if (typeof val !== 'boolean') throw bad('tidemark:options:map: oof must be a boolean'); o.oof = val; break;
       case 'conflation':
-        try { o.conflation = typeof val === 'number' ? val : parseDuration(String(val)); } catch (e) { throw bad(`tidemark:options:map: conflation: ${(e as Error).message}`); }
+        // A bare number is seconds, like every duration (decisions.md); typed AMQP integers too.
+        try { o.conflation = toDurationMs('conflation', val); } catch (e) { throw bad(`tidemark:options:map: ${(e as Error).message}`); }
         break;
       case 'conflation_key':
         if (!Array.isArray(val) || !val.every((x) => typeof x === 'string')) throw bad('tidemark:options:map: conflation_key must be a list of paths');

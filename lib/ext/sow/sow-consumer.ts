@@ -15,7 +15,7 @@ import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn } from '../../core/
 import { decodeEvent } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { MessageEnv } from '../../core/queue/filter-env.js';
-import { rewriteMessage, rewriteMessageSplit, indexSections, encodeMessage, decodeMessage, type EncodedValue } from '../../codec/message-bytes.js';
+import { rewriteMessage, rewriteMessageSplit, indexSections, encodeMessage, decodeMessage, readHeader, type EncodedValue, type HeaderFields } from '../../codec/message-bytes.js';
 import { typed } from '../../codec/amqp.js';
 import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
@@ -54,7 +54,7 @@ export interface CheckpointPlan {
   bootstrap?: { start?: number; resumeAfterKey?: string; target?: number; position?: number };
 }
 
-interface Row { key: string; scn: number; ts: number; bytes: Buffer }
+interface Row { key: string; scn: number; ts: number; bytes: Buffer; /** expiry (ms) of a record with a TTL */ exp?: number }
 
 /** Snapshot rows read per fetch; fetches follow each other while at most LOW_WATER rows wait to be sent. */
 const SNAPSHOT_CHUNK = 512;
@@ -286,8 +286,12 @@ export class SowConsumer implements Consumer {
     return true;
   }
 
-  async #fetchSnapshot(): Promise<void> {
-    if (this.#histStream) return this.#fetchHistory();
+  /** Reads the next snapshot chunk in the background; a failed read ends the link (never an unhandled rejection). */
+  #fetchSnapshot(): void {
+    (this.#histStream ? this.#fetchHistory() : this.#fetchSnapshotChunk()).catch((err) => this.#fail(err));
+  }
+
+  async #fetchSnapshotChunk(): Promise<void> {
     if (this.#fetching || this.#rowsDone || !this.#snapshotCursor) return;
     this.#fetching = true;
     try {
@@ -301,13 +305,13 @@ export class SowConsumer implements Consumer {
         if (SowStructure.expiredAt(meta.exp, this.#snapAt)) continue;
         const scn = meta.w ?? 0;
         if (start !== undefined && scn > start) continue;
-        this.#rows.push({ key: k, scn, ts: meta.ts, bytes: message });
+        this.#rows.push(meta.exp !== undefined ? { key: k, scn, ts: meta.ts, bytes: message, exp: meta.exp } : { key: k, scn, ts: meta.ts, bytes: message });
       }
     } finally { this.#fetching = false; }
     this.pump();
     // Keep reading while the link has fewer than the low-water mark buffered, not only when a
     // send notices: LevelDB then works on the next chunk while this one is sent.
-    if (this.#rows.length <= SNAPSHOT_LOW_WATER && !this.#closed && !this.#rowsDone && !this.#pageFull()) void this.#fetchSnapshot();
+    if (this.#rows.length <= SNAPSHOT_LOW_WATER && !this.#closed && !this.#rowsDone && !this.#pageFull()) this.#fetchSnapshot();
   }
 
   async #releaseSnapshot(): Promise<void> {
@@ -319,6 +323,14 @@ export class SowConsumer implements Consumer {
 
   /** order_by (and a paginated subscription) needs every matching record before the first is sent. */
   async #loadAllSorted(): Promise<void> {
+    // The cursor is this method's until the rows are loaded: credit arriving meanwhile must
+    // not start a streamed fetch on it (a second next() on a busy LevelDB iterator).
+    this.#fetching = true;
+    try { await this.#loadAllSortedRows(); } finally { this.#fetching = false; }
+    this.pump();
+  }
+
+  async #loadAllSortedRows(): Promise<void> {
     const all: Row[] = [];
     const envs = new Map<Row, MessageEnv>();
     const rf = this.#plan.replaceFrom;
@@ -328,7 +340,8 @@ export class SowConsumer implements Consumer {
       for (const [k, v] of batch) {
         const { meta, message } = decodeEvent(v);
         if (SowStructure.expiredAt(meta.exp, this.#snapAt)) continue;
-        const r = { key: k, scn: meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
+        const r: Row = { key: k, scn: meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
+        if (meta.exp !== undefined) r.exp = meta.exp;
         const env = new MessageEnv(decodeMessage(r.bytes));
         if (this.#req.predicates.length && !this.#matches(env)) {
           // Replace: a record the old link delivered that no longer matches leaves focus.
@@ -350,7 +363,6 @@ export class SowConsumer implements Consumer {
     this.#skipped = o.skip_n ?? 0;
     this.#rowsDone = true;
     this.#sortedLoaded = true;
-    this.pump();
   }
   #sortedLoaded = false;
 
@@ -438,12 +450,18 @@ export class SowConsumer implements Consumer {
     return ann;
   }
 
-  #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent): void {
+  #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent, exp = ev?.exp): void {
     if (ev && this.#plan.options.conflation && this.#phase === 'events') { this.#conflate(bytes, ann, ev); return; }
     if (ev && this.#plan.checkpoint) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#eventCheckpoint(ev));
-    const out = rewriteMessageSplit(bytes, indexSections(bytes), null, ann);
+    const idx = indexSections(bytes);
+    const out = rewriteMessageSplit(bytes, idx, exp === undefined ? null : this.#remainingTtl(bytes, idx, exp), ann);
     this.#s.queue.counters.delivered++;
     this.#sink.sendSplit(out, undefined, { settled: this.#sink.presettled, position: ev ? ev.scn : -1 });
+  }
+
+  /** The header of a record with a TTL, its ttl the time left (wire.md 1: only the remaining ttl changes). */
+  #remainingTtl(bytes: Buffer, idx: ReturnType<typeof indexSections>, exp: number): HeaderFields {
+    return { ...readHeader(bytes, idx), ttl: Math.max(1, exp - this.#s.queue.ctx.clock.now()) };
   }
 
   /** Conflation key of an event: the conflation_key paths, or the SOW key. */
@@ -469,7 +487,8 @@ export class SowConsumer implements Consumer {
     for (const [k, m] of this.#conflated) {
       if (this.#closed || this.#sink.credit() <= 0) return;
       this.#conflated.delete(k);
-      const out = rewriteMessage(m.bytes, indexSections(m.bytes), null, m.ann);
+      const idx = indexSections(m.bytes);
+      const out = rewriteMessage(m.bytes, idx, m.ev.exp === undefined ? null : this.#remainingTtl(m.bytes, idx, m.ev.exp), m.ann);
       this.#s.queue.counters.delivered++;
       this.#sink.send(out, undefined, { settled: this.#sink.presettled, position: m.ev.scn });
     }
@@ -635,7 +654,7 @@ export class SowConsumer implements Consumer {
             const r = this.#rows.shift()!;
             // Read the next chunk while this one is sent, so the link never waits on LevelDB.
             // (At or below the mark, not at it: a historical chunk picks fewer rows than it reads.)
-            if (this.#rows.length <= SNAPSHOT_LOW_WATER && !this.#fetching && !this.#rowsDone && !this.#pageFull()) void this.#fetchSnapshot();
+            if (this.#rows.length <= SNAPSHOT_LOW_WATER && !this.#fetching && !this.#rowsDone && !this.#pageFull()) this.#fetchSnapshot();
             if (this.#plan.replaceFrom && !this.#replaceRow(r)) continue;
             if (this.#sortedLoaded || this.#admitRow(r)) {
               this.#sent++;
@@ -644,12 +663,12 @@ export class SowConsumer implements Consumer {
               const ann = this.#annotations('sow', r.scn, r.key, r.ts);
               const boot = this.#plan.checkpoint?.bootstrap;
               if (boot) ann['x-opt-tm-checkpoint'] = (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(boot.start!))(r.key);
-              this.#send(r.bytes, ann);
+              this.#send(r.bytes, ann, undefined, r.exp);
             }
             continue;
           }
           const full = this.#pageFull();
-          if (!this.#rowsDone && !full) { void this.#fetchSnapshot(); break; }
+          if (!this.#rowsDone && !full) { this.#fetchSnapshot(); break; }
           if (full && !this.#rowsDone) { this.#rowsDone = true; void this.#releaseSnapshot(); }
           const boot = this.#plan.checkpoint?.bootstrap;
           if (boot) {

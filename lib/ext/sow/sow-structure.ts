@@ -39,6 +39,8 @@ export interface SowEvent {
   w?: number;
   /** A `delete` that is a TTL expiry (logged with meta `expired: true`). */
   expired?: boolean;
+  /** When the record this event made expires (ms), if it has a TTL: deliveries carry the remaining ttl. */
+  exp?: number;
   /** Decoded view, built once per event for all subscribers. */
   view?: any;
 }
@@ -145,7 +147,7 @@ export class SowStructure implements QueueStructure {
       key = String(annKey);
     } else {
       const j = jsonBody(m);
-      if (!j.ok) throw new TidemarkError(Conditions.decodeError, `queue ${q.name}: ${j.reason}`);
+      if (!j.ok) throw new TidemarkError(Conditions.decodeError, `queue ${q.name}: cannot read the SOW key (sow.key=${this.settings.key.text}): ${j.reason}`);
       json = j.value;
       const k = extractKey(this.settings.key, json, m.application_properties);
       if ('missing' in k) throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: message has no SOW key at ${k.missing} (sow.key=${this.settings.key.text})`);
@@ -172,6 +174,7 @@ export class SowStructure implements QueueStructure {
     const ops: BatchOp[] = [];
     const meta: SowMeta = { ts, op, key, w: windowEnd };
     if (expiring) meta.expired = true;
+    if (exp !== undefined) meta.exp = exp; // a replayed event's delivery carries the remaining ttl
     ops.push({ type: 'put', key: scnKey(CoreTables.log, q.id, scn), value: encodeEvent(meta, bytes) });
     // The time index is sparse: a row for the first event of each new timestamp (events are
     // in SCN order and timestamps only move forward in it), which answers "last event at or
@@ -215,6 +218,7 @@ export class SowStructure implements QueueStructure {
     }
     const ev: SowEvent = { scn, ts, op, key, bytes, w: windowEnd };
     if (expiring) ev.expired = true;
+    if (exp !== undefined) ev.exp = exp;
     const pend: PendingChange = { before: prev, after: this.records.get(key), state: 'pending' };
     let chain = this.#pending.get(key);
     if (!chain) this.#pending.set(key, chain = []);
@@ -558,7 +562,18 @@ export class SowStructure implements QueueStructure {
         const last = await store.get(scnKey(CoreTables.log, q.id, cutoff));
         const cutTs = last ? decodeEvent(last).meta.ts : now;
         await store.clearRange(queuePrefix(CoreTables.log, q.id), scnKey(CoreTables.log, q.id, cutoff));
-        await store.clearRange(queuePrefix(TIME, q.id), timeKey(q.id, cutTs, cutoff));
+        // The time index also answers historical queries at a time (bookmark.ts scnAtTime), which
+        // reach back as far as the history window, log or no log: with history, the index keeps
+        // the rows from the last one at or before the window's start.
+        let indexEnd: Buffer | undefined = timeKey(q.id, cutTs, cutoff);
+        if (this.hasHistory) {
+          const horizon = now - s.historyWindow!;
+          if (horizon < cutTs) {
+            const atOrBefore = await store.all({ gte: queuePrefix(TIME, q.id), lt: timeKey(q.id, horizon + 1, 0), reverse: true, limit: 1, keysOnly: true });
+            indexEnd = atOrBefore.length ? atOrBefore[0][0] : undefined;
+          }
+        }
+        if (indexEnd) await store.clearRange(queuePrefix(TIME, q.id), indexEnd);
         // The oldest retained event gets an index row of its own (its bucket's row may be gone).
         if (last) await store.batch([{ type: 'put', key: timeKey(q.id, cutTs, cutoff), value: EMPTY }], false);
         this.logCount = Math.max(0, this.logCount - (cutoff - this.oldestLogScn));
@@ -675,6 +690,7 @@ export class SowStructure implements QueueStructure {
 export function eventFromLog(scn: number, meta: EventMeta, message: Buffer, copy = true): SowEvent {
   const ev: SowEvent = { scn, ts: meta.ts, op: (meta.op ?? 'publish') as SowOp, key: meta.key ?? '', bytes: copy ? Buffer.from(message) : message, w: meta.w };
   if ((meta as SowMeta).expired) ev.expired = true;
+  if (meta.exp !== undefined) ev.exp = meta.exp;
   return ev;
 }
 
@@ -704,7 +720,8 @@ export function mergeDelta(prevBytes: Buffer, delta: Record<string, unknown>, qu
   }
   const body = prev.body;
   if (typeof body === 'string') out.body = JSON.stringify(merged);
-  else if (body && typeof body === 'object' && body.typecode === 0x75) out.body = amqpMessage.data_section(Buffer.from(JSON.stringify(merged)));
+  // rhea decodes a single data section as a plain Buffer, several as a section object
+  else if (Buffer.isBuffer(body) || (body && typeof body === 'object' && body.typecode === 0x75)) out.body = amqpMessage.data_section(Buffer.from(JSON.stringify(merged)));
   else out.body = merged;
   return ownCopy(encodeMessage(out)); // the record is kept: not a slice of the encoder's pooled buffer
 }

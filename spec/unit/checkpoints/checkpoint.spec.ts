@@ -11,14 +11,14 @@ const rheaBytes = (v: unknown) => { const w = new amqpTypes.Writer(); w.write(am
 
 describe('checkpoint encoding (x-opt-tm-checkpoint)', () => {
   const samples: Checkpoint[] = [
-    { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 12, prevScn: 9, windowOffset: 3, tsNsecs: 1_700_000_000_000_000_000 / 1000 },
+    { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 12, prevScn: 9, windowOffset: 3, tsNsecs: 1_796_085_998_618_000_000n },
     { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: -1, prevScn: -1, windowOffset: -1 },
-    { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: 5, prevScn: 5, windowOffset: -1, tsNsecs: 2e15, bootstrap_since_scn: 0, bootstrap_start_scn: 5, bootstrap_target_scn: 900, catchup_offset: 77 },
+    { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: 5, prevScn: 5, windowOffset: -1, tsNsecs: 2_000_000_000_000_000n, bootstrap_since_scn: 0, bootstrap_start_scn: 5, bootstrap_target_scn: 900, catchup_offset: 77 },
     snapshotCheckpoint(2 ** 33, 'key-ü-1'),
   ];
 
   it('encodeCheckpoint gives the bytes rhea gives for the same map', () => {
-    for (const cp of samples) expect(encodeCheckpoint(cp).bytes.equals(rheaBytes(checkpointMap(cp))), JSON.stringify(cp)).to.equal(true);
+    for (const cp of samples) expect(encodeCheckpoint(cp).bytes.equals(rheaBytes(checkpointMap(cp))), JSON.stringify(cp, (_k, v) => (typeof v === 'bigint' ? v.toString() : v))).to.equal(true);
   });
 
   it('the snapshot encoder (constant fields encoded once) matches the full encoding, for any start and key', () => {
@@ -32,7 +32,19 @@ describe('checkpoint encoding (x-opt-tm-checkpoint)', () => {
 
   it('decodes to the checkpoint fields, numbers as numbers', () => {
     const msg = amqpMessage.decode(amqpMessage.encode({ message_annotations: { 'x-opt-tm-checkpoint': checkpointMap(samples[2]) }, body: null }));
-    expect(msg.message_annotations['x-opt-tm-checkpoint']).to.deep.equal(samples[2]);
+    // rhea hands a long within 2^53 over as a number
+    expect(msg.message_annotations['x-opt-tm-checkpoint']).to.deep.equal({ ...samples[2], tsNsecs: 2e15 });
+  });
+
+  it('tsNsecs goes on the wire exactly, past 2^53 (not through a double)', () => {
+    const msg = amqpMessage.decode(amqpMessage.encode({ message_annotations: { 'x-opt-tm-checkpoint': checkpointMap(samples[0]) }, body: null }));
+    const v = msg.message_annotations['x-opt-tm-checkpoint'].tsNsecs;
+    expect(Buffer.isBuffer(v) ? v.readBigInt64BE(0) : v).to.equal(1_796_085_998_618_000_000n);
+    // long constructor 0x81, then the value's 8 bytes
+    expect(encodeCheckpoint(samples[0]).bytes.includes(Buffer.from('8118ecfab31dadba80', 'hex'))).to.equal(true);
+    const t = new WindowTracker({ prevScn: 0 });
+    t.pass(1, undefined, 1_796_085_998_618);
+    expect(t.online().tsNsecs).to.equal(1_796_085_998_618_000_000n);
   });
 });
 
@@ -41,7 +53,7 @@ describe('WindowTracker', () => {
     const t = new WindowTracker({ prevScn: 10 });
     t.pass(11, 13, 1); expect(t.online()).to.include({ windowScn: 13, prevScn: 10, windowOffset: 1 });
     t.pass(12, 13, 1); expect(t.online()).to.include({ windowScn: 13, prevScn: 10, windowOffset: 2 });
-    t.pass(13, 13, 2); expect(t.online()).to.include({ windowScn: 13, prevScn: 13, windowOffset: -1, tsNsecs: 2_000_000 });
+    t.pass(13, 13, 2); expect(t.online()).to.include({ windowScn: 13, prevScn: 13, windowOffset: -1, tsNsecs: 2_000_000n });
     t.pass(14, undefined, 3); expect(t.online()).to.include({ windowScn: 14, prevScn: 14, windowOffset: -1 });
   });
 });
