@@ -37,6 +37,28 @@ export function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options
 
 export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extension {
   let timer: NodeJS.Timeout | undefined;
+  let listTimer: NodeJS.Timeout | undefined;
+  /** Plain queues with a log.retention, ms. */
+  const listRetention = new Map<ListStructure, number>();
+
+  /**
+   * The log of a plain queue is its messages: log.max_count keeps the newest N (the oldest
+   * leave as a ring drops them, consumed or not), log.retention drops messages older than the
+   * duration. A reader whose position is older has fallen off (scn-not-found, wire.md 6).
+   */
+  function boundList(list: ListStructure, retention: number | undefined, maxCount: number | undefined): void {
+    if (maxCount !== undefined) {
+      list.admission.push({
+        admit(l) {
+          const drop = [];
+          let count = l.depth;
+          for (const e of l.live()) { if (count + 1 <= maxCount) break; drop.push(e); count--; }
+          return drop;
+        },
+      });
+    }
+    if (retention !== undefined) listRetention.set(list, retention);
+  }
 
   function openOnSow(s: SowStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }, resolved: number | undefined) {
     const replayAfter = replayStart(s.queue, c.bookmark, resolved ?? 0, c.options, s.oldestLogScn);
@@ -66,8 +88,9 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
       { name: 'log.max_count', strict: true, parse: (v) => toInt('log.max_count', v, { min: 1 }) },
     ],
     configureQueue({ queue, arguments: args }) {
-      if (!(queue.structure instanceof SowStructure)) return;
-      queue.structure.boundLog(args['log.retention'] as number | undefined, args['log.max_count'] as number | undefined);
+      const retention = args['log.retention'] as number | undefined, maxCount = args['log.max_count'] as number | undefined;
+      if (queue.structure instanceof SowStructure) queue.structure.boundLog(retention, maxCount);
+      else if (queue.structure instanceof ListStructure) boundList(queue.structure, retention, maxCount);
     },
     openConsumer(queue, req, sink) {
       const c = commandOf(req);
@@ -82,7 +105,27 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
     },
     start(b) {
       timer = everySowQueue(b, opts.trimIntervalMs ?? 1000, 'log retention', (s, now) => s.trimLog(now));
+      listTimer = setInterval(() => {
+        const now = b.clock.now();
+        for (const [list, ms] of listRetention) {
+          if (b.nodes.get(list.queue.name)?.structure !== list) { listRetention.delete(list); continue; } // deleted
+          trimListByAge(list, now - ms);
+        }
+      }, opts.trimIntervalMs ?? 1000);
+      listTimer.unref();
     },
-    stop() { if (timer) clearInterval(timer); },
+    stop() { if (timer) clearInterval(timer); if (listTimer) clearInterval(listTimer); },
   };
+}
+
+/** Drops a plain queue's committed messages older than `horizon` (oldest first: entries are in arrival order). */
+export function trimListByAge(list: ListStructure, horizon: number): number {
+  let n = 0;
+  for (const e of [...list.list.live()]) {
+    if (e.ts >= horizon) break;
+    if (!e.committed) break;
+    list.removeEntry(e, 'dropped');
+    n++;
+  }
+  return n;
 }
