@@ -12,7 +12,7 @@ const argv = await yargs(hideBin(process.argv))
   .usage('$0 [options]\n\nStarts the Tidemark AMQP 1.0 broker on its embedded LevelDB.')
   .option('config', { type: 'string', describe: 'configuration file (JSON), merged over conf/broker.json' })
   .option('data', { type: 'string', describe: 'data directory (default ./data)' })
-  .option('port', { type: 'number', describe: 'AMQP port (0 = any free port; default 5672)' })
+  .option('port', { type: 'number', describe: 'AMQP port (0 = any free port, and then any free HTTP port too unless --http-port or --config says; default 5672)' })
   .option('host', { type: 'string', describe: 'bind address (default 127.0.0.1)' })
   .option('log-level', { type: 'string', choices: ['silent', 'error', 'warn', 'info', 'debug'], describe: 'log level' })
   .option('http-port', { type: 'number', describe: 'HTTP port for metrics and console (0 = any free port)' })
@@ -25,6 +25,9 @@ const overrides: Record<string, any> = {};
 if (argv.data !== undefined) overrides.dataDir = argv.data;
 if (argv.port !== undefined || argv.host !== undefined) overrides.listen = { ...(argv.port !== undefined ? { port: argv.port } : {}), ...(argv.host !== undefined ? { host: argv.host } : {}) };
 if (argv['log-level'] !== undefined) overrides.logLevel = argv['log-level'];
+// `--port 0` is for running several brokers side by side: the HTTP listener must not then
+// fight over its fixed default port.
+if (argv.port === 0 && argv['http-port'] === undefined && argv.config === undefined) argv['http-port'] = 0;
 if (argv['http-port'] !== undefined || argv.http !== undefined) overrides.http = { ...(argv['http-port'] !== undefined ? { port: argv['http-port'] } : {}), ...(argv.http !== undefined ? { enabled: argv.http } : {}) };
 
 try {

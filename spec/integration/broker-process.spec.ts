@@ -35,6 +35,27 @@ describe('the broker process', function () {
     });
   }
 
+  it('--port 0 runs side by side: the HTTP listener takes a free port too; a second broker on the same --data says the directory is in use', async function () {
+    const dir = tempDir();
+    const brokers: Array<Awaited<ReturnType<typeof spawnBroker>>> = [];
+    try {
+      // (spawnBroker passes --no-http first; --http turns it back on)
+      for (const d of ['a', 'b']) brokers.push(await spawnBroker(['--http', '--port', '0', '--data', path.join(dir, d)]));
+      for (const b of brokers) {
+        for (let i = 0; i < 40 && !/console on/.test(b.output()); i++) await new Promise((r) => setTimeout(r, 50)); // the line after the AMQP one
+        expect(b.output()).to.match(/metrics and console on http:\/\/127\.0\.0\.1:\d+/);
+      }
+      expect(brokers[0].output().match(/http:\/\/\S+/)![0]).to.not.equal(brokers[1].output().match(/http:\/\/\S+/)![0]);
+      let err: Error | undefined;
+      try { await spawnBroker(['--port', '0', '--data', path.join(dir, 'a')], { timeoutMs: 10000 }); } catch (e) { err = e as Error; }
+      expect(err?.message).to.match(/exited 1/);
+      expect(err?.message).to.match(/data directory .*\ba\b is in use by another process/);
+    } finally {
+      for (const b of brokers) await b.kill('SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('refuses a bad config file with an error naming the key, exit 1', async function () {
     const dir = tempDir();
     try {

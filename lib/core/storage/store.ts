@@ -51,7 +51,14 @@ export class Store {
 
   static async open(dir: string): Promise<Store> {
     const db = new ClassicLevel<Buffer, Buffer>(dir, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
-    await db.open();
+    try {
+      await db.open();
+    } catch (e) {
+      // classic-level says only "Database failed to open"; the cause is what a person can act on.
+      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+      if (cause?.code === 'LEVEL_LOCKED') throw new Error(`data directory ${dir} is in use by another process (is a broker already running on it? choose another with --data)`, { cause: e });
+      throw new Error(`cannot open the data directory ${dir}: ${cause?.message ?? (e as Error).message}`, { cause: e });
+    }
     return new Store(db);
   }
 
