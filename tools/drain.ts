@@ -6,13 +6,12 @@
  */
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { existsSync, readFileSync, openSync, writeSync, fsyncSync, closeSync, renameSync } from 'node:fs';
 import { hostname } from 'node:os';
-import path from 'node:path';
 import { parseAddress, addressToLinkOptions, parseDuration, SELECTOR_FILTER_SYMBOL } from '../lib/address/index.js';
-import { main, commonOptions, ToolError, intOption, secondsOption, errorMessage, isIntegerText, typedValue } from './common/cli.js';
+import { main, commonOptions, ToolError, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
 import { connect, openReceiver, typedTerminus, describeError, wrapDescribed, r } from './common/connection.js';
-import { bodyText, headerLines, messageJson, toPlain } from './common/format.js';
+import { bodyText, headerLines, messageObject, commandLine } from './common/format.js';
+import { FLEXIBLE_CHECKPOINT, checkpointPlain, typedCheckpoint, readCheckpoints, writeCheckpoints, removeStaleTmp } from './common/checkpoint.js';
 
 export const COMMAND_FILTER = 'tidemark:command:symbol';
 export const CONTENT_FILTER = 'tidemark:content-filter:string';
@@ -25,7 +24,7 @@ const WINDOW = 100;
 const DRAIN_WAIT_MS = 5000;
 const MARKERS = ['group_begin', 'group_end', 'completed'];
 
-export const FLEXIBLE_CHECKPOINT = { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: -1, prevScn: -1, windowOffset: -1 };
+export { FLEXIBLE_CHECKPOINT };
 
 async function run(): Promise<number> {
   const argv = await yargs(hideBin(process.argv))
@@ -35,8 +34,8 @@ async function run(): Promise<number> {
     .positional('address', { type: 'string', describe: 'Qpid address' })
     .options(commonOptions)
     .options({
-      count: { alias: 'c', type: 'number', default: 0, describe: 'stop after this many messages (0 = all available)', requiresArg: true },
-      timeout: { alias: 't', type: 'number', default: 0, describe: 'seconds to wait for the next message (0 = read what is there and exit)', requiresArg: true },
+      count: { alias: 'c', type: 'string', default: '0', describe: 'stop after this many messages (0 = all available)', requiresArg: true },
+      timeout: { alias: 't', type: 'string', default: '0', describe: 'seconds to wait for the next message (0 = read what is there and exit)', requiresArg: true },
       forever: { alias: 'f', type: 'boolean', default: false, describe: 'keep receiving until interrupted' },
       'print-headers': { type: 'boolean', default: false, describe: 'print properties and annotations' },
       'print-content': { type: 'boolean', default: true, describe: 'print the content (--no-print-content to hide it)' },
@@ -47,14 +46,14 @@ async function run(): Promise<number> {
       filter: { type: 'string', describe: 'content filter expression, e.g. "/price > 10"', requiresArg: true },
       selector: { type: 'string', describe: 'JMS selector', requiresArg: true },
       bookmark: { alias: 'at', type: 'string', describe: 'bookmark: 0, now, an SCN or a UTC time', requiresArg: true },
-      'top-n': { type: 'number', describe: 'at most N records', requiresArg: true },
-      'skip-n': { type: 'number', describe: 'skip N records (with --top-n)', requiresArg: true },
+      'top-n': { type: 'string', describe: 'at most N records', requiresArg: true },
+      'skip-n': { type: 'string', describe: 'skip N records (with --top-n)', requiresArg: true },
       'order-by': { type: 'string', describe: "order of the records, e.g. '/price DESC'", requiresArg: true },
       oof: { type: 'boolean', default: false, describe: 'out-of-focus notifications' },
       conflation: { type: 'string', describe: 'conflation interval, e.g. 500ms', requiresArg: true },
       browse: { type: 'boolean', default: false, describe: 'browse (distribution-mode copy)' },
       checkpoint: { type: 'string', describe: 'checkpoint file: resume from it and keep it updated', requiresArg: true },
-      'durable-name': { type: 'string', describe: 'durable subscription with this link name', requiresArg: true },
+      'durable-name': { type: 'string', describe: 'durable subscription with this link name (container id drain@<hostname>); drain detaches without ending it', requiresArg: true },
     })
     .conflicts('sow', ['sow-and-subscribe', 'subscribe'])
     .conflicts('sow-and-subscribe', 'subscribe')
@@ -93,6 +92,7 @@ async function run(): Promise<number> {
   const queue = addr.name ?? '';
   let checkpoints: Record<string, unknown> | undefined;
   if (argv.checkpoint !== undefined) {
+    removeStaleTmp(argv.checkpoint);
     checkpoints = readCheckpoints(argv.checkpoint);
     const cp = (checkpoints[queue] as Record<string, unknown> | undefined) ?? FLEXIBLE_CHECKPOINT;
     filter['tidemark-checkpoint'] = wrapDescribed(typedCheckpoint(cp), CHECKPOINT_FILTER);
@@ -108,16 +108,20 @@ async function run(): Promise<number> {
     linkOpts.name = argv['durable-name'];
     source.durable = 2;
     source.expiry_policy = 'never';
-    // the broker keeps a durable position under (container-id, link name): keep the id stable
-    containerId = `drain@${hostname()}`;
   }
+  // A durable subscription (--durable-name, or an address with link: {durable: True}): the
+  // broker keeps its position under (container id, link name), so the id must be the same
+  // from one run to the next; and drain must end by detaching, not closing, the link (a
+  // detach with closed=true ends the subscription, wire.md 6).
+  const durable = Number(source.durable ?? 0) > 0;
+  if (durable) containerId = `drain@${hostname()}`;
 
   const conn = await connect({ broker: argv.broker, connectionOptions: argv['connection-options'], containerId });
   try {
     const receiver = await openReceiver(conn, linkOpts);
     return await consume(receiver, conn, {
       count, idleMs, forever: argv.forever, json: argv.print === 'json', headers: argv['print-headers'], content: argv['print-content'],
-      checkpointFile: argv.checkpoint, checkpoints, queue,
+      checkpointFile: argv.checkpoint, checkpoints, queue, durable,
     });
   } finally {
     await conn.close();
@@ -127,6 +131,8 @@ async function run(): Promise<number> {
 interface ConsumeOptions {
   count: number; idleMs: number; forever: boolean; json: boolean; headers: boolean; content: boolean;
   checkpointFile?: string; checkpoints?: Record<string, unknown>; queue: string;
+  /** a durable subscription: end by detaching the link (closed=false), which keeps it */
+  durable: boolean;
 }
 
 function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
@@ -150,7 +156,8 @@ function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
       if (receiver.is_open()) {
         const t = setTimeout(() => resolve(0), 1000);
         receiver.once('receiver_close', () => { clearTimeout(t); resolve(0); });
-        receiver.close();
+        if (o.durable) receiver.detach(); // keeps the subscription (and its position) for the next run
+        else receiver.close();
       } else resolve(0);
     };
 
@@ -186,6 +193,13 @@ function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
       const cmd = ann['x-opt-tm-cmd'] !== undefined ? String(ann['x-opt-tm-cmd']) : undefined;
       try {
         print(m, cmd, o);
+        const outErr = stdoutError();
+        if (outErr) {
+          // not printed, so not accepted: the broker gives it back. A reader that went away
+          // (`drain … | head -2`) ends drain quietly, as it would a Unix filter.
+          finish(isClosedPipe(outErr) ? undefined : new ToolError(`cannot write to stdout: ${errorMessage(outErr)}`));
+          return;
+        }
         if (o.checkpointFile && o.checkpoints && ann['x-opt-tm-checkpoint'] !== undefined) {
           o.checkpoints[o.queue] = checkpointPlain(ann['x-opt-tm-checkpoint']);
           writeCheckpoints(o.checkpointFile, o.checkpoints);
@@ -223,6 +237,7 @@ function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
       else finish(); // e.g. the end of a sow command
     });
     conn.connection.on('disconnected', () => finish(new ToolError('disconnected from the broker')));
+    onStdoutClosed(() => finish());
     const stop = () => finish();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
@@ -233,73 +248,20 @@ function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
 }
 
 function print(m: any, cmd: string | undefined, o: ConsumeOptions): void {
+  const ann = m.message_annotations ?? {};
   if (o.json) {
-    process.stdout.write(messageJson(m) + '\n');
+    const obj = messageObject(m);
+    // longs beyond 2^53 in the checkpoint (tsNsecs) as decimal strings, not as their 8 bytes
+    if (ann['x-opt-tm-checkpoint'] !== undefined) obj.annotations['x-opt-tm-checkpoint'] = checkpointPlain(ann['x-opt-tm-checkpoint']);
+    process.stdout.write(JSON.stringify(obj) + '\n');
     return;
   }
-  const ann = m.message_annotations ?? {};
   const lines: string[] = [];
-  if (cmd && MARKERS.includes(cmd)) {
-    if (o.headers) lines.push(...headerLines(m));
-    lines.push(`-- ${cmd} --`);
-  } else if (cmd === 'oof') {
-    if (o.headers) lines.push(...headerLines(m));
-    const reason = ann['x-opt-tm-oof-reason'] !== undefined ? String(ann['x-opt-tm-oof-reason']) : '';
-    const key = ann['x-opt-tm-key'] !== undefined ? String(toPlain(ann['x-opt-tm-key'])) : '';
-    lines.push(`OOF(${reason}) key=${key}`);
-  } else {
-    if (o.headers) lines.push(...headerLines(m));
-    if (o.content) lines.push(bodyText(m.body));
-  }
+  if (o.headers) lines.push(...headerLines(m));
+  const line = commandLine(cmd, ann);
+  if (line !== undefined) lines.push(line);
+  else if (o.content) lines.push(bodyText(m.body));
   if (lines.length) process.stdout.write(lines.join('\n') + '\n');
-}
-
-/** A checkpoint as JSON-safe data; 8-byte integers rhea leaves as buffers become decimal strings. */
-function checkpointPlain(v: unknown): unknown {
-  if (Buffer.isBuffer(v) && v.length === 8) return v.readBigInt64BE(0).toString();
-  if (typeof v === 'bigint') return v.toString();
-  if (v && typeof v === 'object' && !Array.isArray(v) && !Buffer.isBuffer(v) && !(v instanceof Date)) {
-    const out: Record<string, unknown> = {};
-    for (const [k, val] of Object.entries(v as Record<string, unknown>)) out[k] = checkpointPlain(val);
-    return out;
-  }
-  return toPlain(v);
-}
-
-/** A checkpoint read from the file, with integers (numbers or digit strings) sent as longs. */
-function typedCheckpoint(cp: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(cp)) {
-    if (typeof v === 'number' && Number.isInteger(v)) out[k] = r.types.wrap_long(v);
-    else if (typeof v === 'string' && isIntegerText(v)) out[k] = typedValue(v);
-    else out[k] = v;
-  }
-  return out;
-}
-
-function readCheckpoints(file: string): Record<string, unknown> {
-  if (!existsSync(file)) return {};
-  let data: unknown;
-  try { data = JSON.parse(readFileSync(file, 'utf8')); } catch (e) {
-    throw new ToolError(`--checkpoint: cannot read ${file}: ${errorMessage(e)}`);
-  }
-  if (!data || typeof data !== 'object' || Array.isArray(data)) throw new ToolError(`--checkpoint: ${file} must hold a JSON object (queue -> checkpoint)`);
-  return data as Record<string, unknown>;
-}
-
-/** Writes the checkpoint file atomically: temporary file, fsync, rename, fsync the directory. */
-function writeCheckpoints(file: string, data: Record<string, unknown>): void {
-  const tmp = `${file}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w');
-  try {
-    writeSync(fd, JSON.stringify(data, null, 2) + '\n');
-    fsyncSync(fd);
-  } finally { closeSync(fd); }
-  renameSync(tmp, file);
-  try {
-    const dfd = openSync(path.dirname(path.resolve(file)), 'r');
-    try { fsyncSync(dfd); } finally { closeSync(dfd); }
-  } catch { /* some systems cannot fsync a directory */ }
 }
 
 main(run);

@@ -8,9 +8,9 @@ import { hideBin } from 'yargs/helpers';
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { parseAddress, addressToLinkOptions } from '../lib/address/index.js';
-import { main, commonOptions, ToolError, keyValues, intOption, secondsOption, errorMessage } from './common/cli.js';
+import { main, commonOptions, ToolError, keyValues, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
 import { connect, openSender, typedTerminus, describeError, r } from './common/connection.js';
-import { bodyText, messageJson } from './common/format.js';
+import { bodyText } from './common/format.js';
 
 const SETTLE_TIMEOUT_MS = 30000;
 
@@ -24,8 +24,8 @@ async function run(): Promise<number> {
     .positional('address', { type: 'string', describe: 'Qpid address' })
     .options(commonOptions)
     .options({
-      count: { alias: 'c', type: 'number', describe: 'number of messages (default 1; with --content-stdin: every line; 0 = until interrupted or --timeout)', requiresArg: true },
-      timeout: { alias: 't', type: 'number', default: 0, describe: 'stop sending after this many seconds (0 = no limit)', requiresArg: true },
+      count: { alias: 'c', type: 'string', describe: 'number of messages (default 1; with --content-stdin: every line; 0 = until interrupted or --timeout)', requiresArg: true },
+      timeout: { alias: 't', type: 'string', default: '0', describe: 'stop sending after this many seconds (0 = no limit)', requiresArg: true },
       durable: { alias: 'd', type: 'boolean', default: false, describe: 'mark messages durable' },
       id: { alias: 'i', type: 'string', describe: 'id for spout-id (default: a UUID)', requiresArg: true },
       'reply-to': { type: 'string', describe: 'reply-to address', requiresArg: true },
@@ -33,8 +33,8 @@ async function run(): Promise<number> {
       map: { alias: 'M', type: 'string', describe: 'map body entry k=v (repeatable; integers sent as integers)', requiresArg: true },
       content: { type: 'string', describe: 'message content (a string body)', requiresArg: true },
       'content-stdin': { type: 'boolean', describe: 'read the content from stdin, one message per line' },
-      ttl: { type: 'number', describe: 'time to live in milliseconds', requiresArg: true },
-      print: { type: 'boolean', default: false, describe: 'print each message sent (as drain -p json)' },
+      ttl: { type: 'string', describe: 'time to live in milliseconds', requiresArg: true },
+      print: { type: 'boolean', default: false, describe: 'print the body of each message sent, as drain prints it (strings as they are, -M maps as JSON)' },
       delete: { type: 'boolean', describe: 'SOW delete: x-opt-tm-op = delete' },
       delta: { type: 'boolean', describe: 'SOW delta merge: x-opt-tm-op = delta' },
       key: { type: 'string', describe: 'SOW key (x-opt-tm-key)', requiresArg: true },
@@ -62,7 +62,7 @@ async function run(): Promise<number> {
   const id = argv.id ?? randomUUID();
   const properties = keyValues('--property', argv.property);
   const mapBody = argv.map ? keyValues('--map', argv.map) : undefined;
-  if (argv.ttl !== undefined) intOption('ttl', argv.ttl, 0);
+  const ttl = argv.ttl !== undefined ? intOption('ttl', argv.ttl, 0) : undefined;
   let replyTo: string | undefined;
   if (argv['reply-to'] !== undefined) {
     const rt = parseAddress(argv['reply-to']);
@@ -83,7 +83,7 @@ async function run(): Promise<number> {
     const m: any = { application_properties: { ...properties, 'spout-id': `${id}:${n}` } };
     if (addr.subject) m.subject = addr.subject;
     if (argv.durable) m.durable = true;
-    if (argv.ttl !== undefined) m.ttl = argv.ttl;
+    if (ttl !== undefined) m.ttl = ttl;
     if (replyTo) m.reply_to = replyTo;
     if (Object.keys(annotations).length) m.message_annotations = annotations;
     if (mapBody) m.body = mapBody;
@@ -100,6 +100,10 @@ async function run(): Promise<number> {
   let interrupted = false;
   process.once('SIGINT', () => { interrupted = true; });
   process.once('SIGTERM', () => { interrupted = true; });
+  // --print into a pipe whose reader went away: stop sending, as if interrupted, and still
+  // wait for the outcomes of what was sent (exit 0 if all were accepted)
+  let stdoutClosed = false;
+  onStdoutClosed(() => { interrupted = true; stdoutClosed = true; });
   try {
     const opts: Record<string, unknown> = { target: typedTerminus(link.target), autosettle: true };
     if (link.source) opts.source = link.source;
@@ -147,7 +151,11 @@ async function run(): Promise<number> {
       d.__n = n;
       sent++;
       if (presettled) settled++;
-      if (argv.print) process.stdout.write((argv.json || mapBody ? messageJson(msg) : bodyText(msg.body)) + '\n');
+      if (argv.print && !stdoutClosed) {
+        process.stdout.write(bodyText(msg.body) + '\n');
+        const outErr = stdoutError();
+        if (isClosedPipe(outErr)) { interrupted = true; stdoutClosed = true; } else if (outErr) throw new ToolError(`cannot write to stdout: ${errorMessage(outErr)}`);
+      }
       if (count === 0 || sent % 100 === 0) await new Promise((res) => setImmediate(res));
     }
     const deadline = Date.now() + SETTLE_TIMEOUT_MS;

@@ -10,7 +10,7 @@ import { hashPassword } from '../lib/core/auth.js';
 import { main, commonOptions, ToolError, keyValues, intOption, errorMessage } from './common/cli.js';
 import { connect, r } from './common/connection.js';
 import { ManagementClient } from './common/management.js';
-import { table, toPlain } from './common/format.js';
+import { table, toPlain, formatDuration } from './common/format.js';
 
 interface Common { broker: string; 'connection-options'?: string }
 
@@ -41,17 +41,42 @@ function durationArg(name: string, v: string | undefined): string | undefined {
   return v;
 }
 
+/** `oldest..head`; `-` for a side that is 0 or missing (no event retained / never one), `-` alone when both are. */
 function scnRange(q: any): string {
-  const head = toPlain(q.scn_head);
-  const oldest = toPlain(q.scn_oldest);
-  if ((head === null || head === 0) && (oldest === null || oldest === 0)) return '-';
-  return `${oldest ?? '-'}..${head ?? '-'}`;
+  const side = (v: unknown) => { const p = toPlain(v); return p === null || p === 0 || p === '0' ? '-' : String(p); };
+  const head = side(q.scn_head);
+  const oldest = side(q.scn_oldest);
+  if (head === '-' && oldest === '-') return '-';
+  return `${oldest}..${head}`;
 }
 
+/** Queue arguments the broker keeps in milliseconds (wire.md 2.3 durations). */
+const DURATION_ARGUMENTS = ['sow.history.window', 'sow.history.granularity', 'log.retention'];
+
+/** `k=v …`, durations as durations (`7d`, `1m`, `500ms`) rather than milliseconds. */
 function argsText(a: unknown): string {
   const p = toPlain(a) as Record<string, unknown> | null;
   if (!p || typeof p !== 'object') return '';
-  return Object.entries(p).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
+  return Object.entries(p).map(([k, v]) => {
+    if (DURATION_ARGUMENTS.includes(k) && typeof v === 'number') return `${k}=${formatDuration(v)}`;
+    return `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`;
+  }).join(' ');
+}
+
+/** A queue name from the command line: never empty (the broker would only say which property it lacks). */
+function queueName(v: unknown): string {
+  const name = v === undefined || v === null ? '' : String(v);
+  if (name.trim() === '') throw new ToolError('a queue name must not be empty');
+  return name;
+}
+
+/**
+ * The broker's 409 description of a queue it would not delete, without the broker's own
+ * advice to "use force" (the tool's flag is --force; its hint is added after this).
+ */
+function notEmptyText(description: string, name: string): string {
+  const d = description.replace(/[;,]?\s*use (--)?force\.?\s*$/i, '').trim();
+  return d || `queue ${name} is not empty or in use`;
 }
 
 async function run(): Promise<number> {
@@ -81,8 +106,8 @@ async function run(): Promise<number> {
       .positional('name', { type: 'string', describe: 'queue name' })
       .options({
         durable: { type: 'boolean', default: false, describe: 'the queue survives a restart' },
-        'max-queue-size': { type: 'number', describe: 'qpid.max_size (bytes)', requiresArg: true },
-        'max-queue-count': { type: 'number', describe: 'qpid.max_count (messages)', requiresArg: true },
+        'max-queue-size': { type: 'string', describe: 'qpid.max_size (bytes)', requiresArg: true },
+        'max-queue-count': { type: 'string', describe: 'qpid.max_count (messages)', requiresArg: true },
         'limit-policy': { choices: ['reject', 'ring'], describe: 'qpid.policy_type', requiresArg: true },
         'lvq-key': { type: 'string', describe: 'qpid.last_value_queue_key', requiresArg: true },
         'browse-only': { type: 'boolean', default: false, describe: 'qpid.browse-only' },
@@ -94,6 +119,7 @@ async function run(): Promise<number> {
       }),
     async (argv: any) => {
       checkType(argv.type);
+      const name = queueName(argv.name);
       const args: Record<string, unknown> = {};
       if (argv['max-queue-size'] !== undefined) args['qpid.max_size'] = r.types.wrap_long(intOption('max-queue-size', argv['max-queue-size']));
       if (argv['max-queue-count'] !== undefined) args['qpid.max_count'] = r.types.wrap_long(intOption('max-queue-count', argv['max-queue-count']));
@@ -108,7 +134,7 @@ async function run(): Promise<number> {
       const lr = durationArg('log-retention', argv['log-retention']);
       if (lr !== undefined) args['log.retention'] = lr;
       Object.assign(args, keyValues('--argument', argv.argument));
-      await withManagement(argv, (m) => m.call('CREATE', String(argv.name), { durable: !!argv.durable, arguments: args }));
+      await withManagement(argv, (m) => m.call('CREATE', name, { durable: !!argv.durable, arguments: args }));
     })
     .command('del <type> <name>', 'delete a queue (refuses a non-empty or in-use queue without --force), or a durable subscription (name CONTAINER/LINK)', (y: Argv) => y
       .positional('type', { type: 'string', describe: 'queue | subscription' })
@@ -121,7 +147,13 @@ async function run(): Promise<number> {
         await withManagement(argv, (m) => m.call('SUBSCRIPTION-DELETE', undefined, id));
         return;
       }
-      await withManagement(argv, (m) => m.call('DELETE', String(argv.name), { force: !!argv.force }));
+      const name = queueName(argv.name);
+      // Without --force, ask the broker to delete only an empty and unused queue (a management
+      // DELETE is otherwise unconditional); `force` is for brokers that still refuse by default.
+      const body = argv.force ? { force: true } : { if_empty: true, if_unused: true };
+      const res = await withManagement(argv, (m) => m.request('DELETE', name, body));
+      if (res.statusCode === 409) throw new ToolError(`${notEmptyText(res.statusDescription, name)}; add --force to delete it anyway`);
+      if (!(res.statusCode >= 200 && res.statusCode < 300)) throw new ToolError(res.statusDescription || `status ${res.statusCode}`);
     })
     .command('subscriptions', 'list the durable subscriptions the broker keeps (container, link, queue, position)', (y: Argv) => y
       .option('json', { type: 'boolean', default: false, describe: 'print JSON' }),
@@ -136,14 +168,15 @@ async function run(): Promise<number> {
       .positional('name', { type: 'string', describe: 'queue name' }),
     async (argv: any) => {
       checkType(argv.type);
-      const res = await withManagement(argv, (m) => m.call('PURGE', String(argv.name), {}));
+      const name = queueName(argv.name);
+      const res = await withManagement(argv, (m) => m.call('PURGE', name, {}));
       process.stdout.write(`purged ${toPlain(res.body?.count) ?? 0} message(s) from ${argv.name}\n`);
     })
     .command('sow-delete <name>', 'delete the SOW records matching a content filter', (y: Argv) => y
       .positional('name', { type: 'string', describe: 'SOW queue name' })
       .option('filter', { type: 'string', demandOption: true, describe: "content filter, e.g. \"/price > 10\"", requiresArg: true }),
     async (argv: any) => {
-      const res = await withManagement(argv, (m) => m.call('SOW-DELETE', String(argv.name), { filter: argv.filter }));
+      const res = await withManagement(argv, (m) => m.call('SOW-DELETE', queueName(argv.name), { filter: argv.filter }));
       process.stdout.write(`deleted ${toPlain(res.body?.count) ?? 0} record(s) from ${argv.name}\n`);
     })
     .command('hash-password <password>', 'print the scrypt hash of a password for the users section of broker.json', (y: Argv) => y

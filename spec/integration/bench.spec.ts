@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useBroker } from '../support/broker.js';
+import { useBroker, startTestBroker } from '../support/broker.js';
 import { runTool } from '../support/tools.js';
 
 describe('tidemark-bench (smoke)', function () {
@@ -146,6 +146,41 @@ describe('tidemark-bench (smoke)', function () {
     expect(r.publish.accepted).to.equal(50);
     expect(r.consume.received).to.equal(50);
     expect(r.sow.skipped).to.match(/not declared as a SOW queue/);
+  });
+
+  it('takes -b/--broker and --connection-options as every tool does (tools.md); --url stays an alias', async () => {
+    // QA: `tidemark-bench --broker URL` failed with "Unknown argument: broker"
+    const help = await runTool('tidemark-bench', ['--help'], { timeoutMs: 20000 });
+    expect(help.code).to.equal(0);
+    for (const f of ['--broker', '--connection-options', '--vs-connection-options', '--url']) expect(help.stdout).to.include(f);
+    const res = await runTool('tidemark-bench', ['--broker', b.get().url, '--connection-options', '{container_id: bench-co, idle_timeout: 30, protocol: amqp1.0}',
+      '--address', 'broker-flag', '--json', '--no-progress', '-n', '20', '--keys', '5', '--window', '10', '--workloads', 'publish'], { timeoutMs: 40000 });
+    expect(res.code, res.stderr).to.equal(0);
+    expect(JSON.parse(res.stdout).rounds[0].results.A.publish.accepted).to.equal(20);
+    const badOpt = await runTool('tidemark-bench', ['--broker', b.get().url, '--connection-options', '{bogus: 1}'], { timeoutMs: 20000 });
+    expect(badOpt.code).to.equal(1);
+    expect(badOpt.stderr).to.match(/^Error: --connection-options: unknown option 'bogus'/);
+    const unknown = await runTool('tidemark-bench', ['--bogus'], { timeoutMs: 20000 });
+    expect(unknown.code).to.equal(1);
+    expect(unknown.stderr).to.equal('Error: Unknown argument: bogus\n');
+  });
+
+  it('connects with the credentials of --connection-options or of a Qpid user/pass@host:port URL, and redacts the password', async () => {
+    const tb = await startTestBroker({ auth: { anonymous: false, users: { dev: { password: 'devpass' } } } });
+    try {
+      const args = ['--json', '--no-progress', '-n', '10', '--keys', '2', '--window', '10', '--workloads', 'publish'];
+      const none = await runTool('tidemark-bench', ['--broker', tb.url, ...args], { timeoutMs: 20000 });
+      expect(none.code).to.equal(1);
+      expect(none.stderr).to.match(/^Error: broker A: cannot connect to .*: authentication required: .*--connection-options/);
+      const opts = await runTool('tidemark-bench', ['--broker', tb.url, '--connection-options', '{username: dev, password: devpass}', ...args], { timeoutMs: 40000 });
+      expect(opts.code, opts.stderr).to.equal(0);
+      expect(JSON.parse(opts.stdout).rounds[0].results.A.publish.accepted).to.equal(10);
+      const qpid = await runTool('tidemark-bench', ['-b', `dev/devpass@127.0.0.1:${tb.port}`, ...args], { timeoutMs: 40000 });
+      expect(qpid.code, qpid.stderr).to.equal(0);
+      const out = JSON.parse(qpid.stdout);
+      expect(out.targets[0].url).to.equal(`dev/***@127.0.0.1:${tb.port}`);
+      expect(qpid.stdout + qpid.stderr).to.not.include('devpass');
+    } finally { await tb.stop(); }
   });
 
   it('refuses an unknown workload', async () => {

@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import { useBroker } from '../support/broker.js';
 import { runTool, lines } from '../support/tools.js';
-import { send } from '../support/client.js';
+import { send, r } from '../support/client.js';
 import { parseBrokerUrl, parseConnectionOptions } from '../../tools/common/connection.js';
 import { verifyPassword } from '../../lib/core/auth.js';
 
@@ -87,7 +87,8 @@ describe('tools: tidemark-config', function () {
     await send(b.get().url, 'cf.del', [{ body: 1 }]);
     const refused = await cfg('del', 'queue', 'cf.del');
     expect(refused.code).to.equal(1);
-    expect(refused.stderr).to.match(/^Error: queue cf\.del is not empty or in use/);
+    // the broker's description, and the tool's own flag to get past it (QA: "…; use force")
+    expect(refused.stderr).to.equal('Error: queue cf.del is not empty or in use (depth 1, consumers 0); add --force to delete it anyway\n');
     const forced = await cfg('del', 'queue', 'cf.del', '--force');
     expect(forced.code, forced.stderr).to.equal(0);
     expect(await queue('cf.del')).to.equal(undefined);
@@ -96,6 +97,32 @@ describe('tools: tidemark-config', function () {
     const unknown = await cfg('del', 'queue', 'cf.never');
     expect(unknown.code).to.equal(1);
     expect(unknown.stderr).to.equal('Error: no such queue: cf.never\n');
+  });
+
+  it('queues shows durations as durations and - for an oldest SCN of 0; --json keeps the raw numbers', async function () {
+    // QA: sow.history.window=604800000, and scn 0..3 for an emptied queue
+    expect((await cfg('add', 'queue', 'cf.dur.ok', '--sow-key', '/id', '--history-window', '7d', '--history-granularity', '1m', '--log-retention', '500ms')).code).to.equal(0);
+    const row = lines((await cfg('queues', 'cf.dur.ok')).stdout)[2];
+    expect(row).to.match(/ sow\.key=\/id sow\.history\.window=7d sow\.history\.granularity=1m log\.retention=500ms$/);
+    expect((await queue('cf.dur.ok')).arguments).to.include({ 'sow.history.window': 604800000, 'sow.history.granularity': 60000, 'log.retention': 500 });
+    await send(b.get().url, 'cf.emptied', [{ body: 1 }, { body: 2 }, { body: 3 }]);
+    expect(lines((await runTool('drain', ['-b', b.get().url, 'cf.emptied'], T)).stdout)).to.have.length(3);
+    const q = await queue('cf.emptied');
+    expect([q.depth, q.scn_oldest, q.scn_head]).to.deep.equal([0, 0, 3]);
+    expect(lines((await cfg('queues', 'cf.emptied')).stdout)[2]).to.match(/^cf\.emptied\s+Y\s+0\s+0\s+-\.\.3\s+0\s+0$/);
+  });
+
+  it('an empty queue name and non-integer flag values are refused by the tool, naming what was typed', async function () {
+    // QA: "CREATE needs application property name", and "got 'NaN'"
+    for (const verb of [['add', 'queue', ''], ['del', 'queue', ''], ['purge', 'queue', ''], ['sow-delete', '', '--filter', '/a = 1']]) {
+      const res = await cfg(...verb);
+      expect(res.code, verb.join(' ')).to.equal(1);
+      expect(res.stderr, verb.join(' ')).to.equal('Error: a queue name must not be empty\n');
+    }
+    const bad = await cfg('add', 'queue', 'cf.y5', '--max-queue-count', 'abc');
+    expect(bad.code).to.equal(1);
+    expect(bad.stderr).to.equal("Error: --max-queue-count expects an integer >= 0, got 'abc'\n");
+    expect(await queue('cf.y5')).to.equal(undefined);
   });
 
   it('sow-delete needs --filter and reports what the broker answers', async function () {
@@ -125,6 +152,59 @@ describe('tools: tidemark-config', function () {
     expect(badOpt.stderr).to.match(/^Error: --connection-options: unknown option 'bogus'/);
     const ok = await cfg('--connection-options', '{protocol: amqp1.0, container_id: cfg-test, reconnect: true}', 'queues', '--json');
     expect(ok.code, ok.stderr).to.equal(0);
+  });
+});
+
+/** A scripted $management: records each request (operation, name, body) and answers with `answer`. */
+function fakeManagement(answer: (req: { operation: string; name: string; body: any }) => { statusCode: number; statusDescription: string }): Promise<{ url: string; requests: Array<{ operation: string; name: string; body: any }>; close(): Promise<void> }> {
+  const container = r.create_container({ id: 'fake-management' });
+  const requests: Array<{ operation: string; name: string; body: any }> = [];
+  const replyLinks = new Map<string, any>();
+  let n = 0;
+  container.on('sender_open', (ctx: any) => {
+    // the tool's dynamic reply receiver: give it an address
+    const address = `reply-${++n}`;
+    ctx.sender.set_source({ address });
+    replyLinks.set(address, ctx.sender);
+  });
+  container.on('receiver_open', (ctx: any) => { ctx.receiver.set_target(ctx.receiver.remote.attach.target); });
+  container.on('message', (ctx: any) => {
+    const m = ctx.message;
+    const req = { operation: String(m.application_properties?.operation), name: String(m.application_properties?.name), body: m.body };
+    requests.push(req);
+    replyLinks.get(m.reply_to)?.send({ correlation_id: m.message_id, application_properties: answer(req), body: null });
+  });
+  container.on('error', () => { /* ignore */ });
+  container.on('disconnected', () => { /* ignore */ });
+  return new Promise((resolve) => {
+    const listener = container.listen({ port: 0, host: '127.0.0.1' });
+    listener.on('listening', () => resolve({
+      url: `amqp://127.0.0.1:${listener.address().port}`, requests,
+      close: () => new Promise<void>((res) => listener.close(() => res())),
+    }));
+  });
+}
+
+describe('tools: tidemark-config del queue on the wire (scripted $management)', function () {
+  this.timeout(30000);
+
+  it('asks for {if_empty, if_unused} without --force and {force} with it; a 409 gets the --force hint', async function () {
+    // The broker's DELETE becomes unconditional unless the body asks if_empty / if_unused;
+    // the tool keeps refusing a queue with messages or consumers unless --force is given.
+    const peer = await fakeManagement((req) => (req.body?.force === true
+      ? { statusCode: 204, statusDescription: 'No Content' }
+      : { statusCode: 409, statusDescription: `queue ${req.name} is not empty or in use (depth 2, consumers 1)` }));
+    try {
+      const refused = await runTool('tidemark-config', ['-b', peer.url, 'del', 'queue', 'x6'], T);
+      expect(refused.code).to.equal(1);
+      expect(refused.stderr).to.equal('Error: queue x6 is not empty or in use (depth 2, consumers 1); add --force to delete it anyway\n');
+      const forced = await runTool('tidemark-config', ['-b', peer.url, 'del', 'queue', 'x6', '--force'], T);
+      expect(forced.code, forced.stderr).to.equal(0);
+      expect(peer.requests.map((q) => [q.operation, q.name, q.body])).to.deep.equal([
+        ['DELETE', 'x6', { if_empty: true, if_unused: true }],
+        ['DELETE', 'x6', { force: true }],
+      ]);
+    } finally { await peer.close(); }
   });
 });
 

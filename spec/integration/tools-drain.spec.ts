@@ -5,9 +5,10 @@
  */
 import { expect } from 'chai';
 import { mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, hostname } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { useBroker } from '../support/broker.js';
+import { useBroker, startTestBroker } from '../support/broker.js';
 import { runTool, startTool, lines, jsonLines } from '../support/tools.js';
 import { r, send, sleep } from '../support/client.js';
 
@@ -202,6 +203,72 @@ describe('tools: drain against a broker', function () {
     expect(bad.stderr).to.match(/^Error: .*mode/);
   });
 
+  it('--durable-name detaches without ending the subscription: the next run resumes after the last accepted message, also after a broker restart', async function () {
+    // QA: drain closed its link (detach closed=true), which ends a durable subscription, so
+    // `tidemark-config subscriptions` showed nothing and a re-run started again from ev:0.
+    const tb = await startTestBroker();
+    try {
+      const run = (...args: string[]) => runTool('drain', ['-b', tb.url, ...args], T);
+      expect((await runTool('tidemark-config', ['-b', tb.url, 'add', 'queue', 'dr.ev', '--browse-only', '--durable'], T)).code).to.equal(0);
+      const events = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => ({ body: `ev:${from + i}`, durable: true }));
+      await send(tb.url, 'dr.ev', events(0, 10));
+      const first = await run('--durable-name', 'audit', '-c', '4', 'dr.ev');
+      expect(first.code, first.stderr).to.equal(0);
+      expect(lines(first.stdout)).to.deep.equal(['ev:0', 'ev:1', 'ev:2', 'ev:3']);
+      const subs = JSON.parse((await runTool('tidemark-config', ['-b', tb.url, 'subscriptions', '--json'], T)).stdout);
+      expect(subs.map((x: any) => [x.container, x.link, x.queue, x.position])).to.deep.equal([[`drain@${hostname()}`, 'audit', 'dr.ev', 4]]);
+      const second = await run('--durable-name', 'audit', '-t', '1', 'dr.ev');
+      expect(second.code, second.stderr).to.equal(0);
+      expect(lines(second.stdout)).to.deep.equal(['ev:4', 'ev:5', 'ev:6', 'ev:7', 'ev:8', 'ev:9']);
+      await send(tb.url, 'dr.ev', events(10, 12));
+      await tb.restart();
+      const third = await run('--durable-name', 'audit', 'dr.ev');
+      expect(third.code, third.stderr).to.equal(0);
+      expect(lines(third.stdout)).to.deep.equal(['ev:10', 'ev:11']);
+      // the documented way to end it: the container id that `subscriptions` shows
+      const del = await runTool('tidemark-config', ['-b', tb.url, 'del', 'subscription', `drain@${hostname()}/audit`], T);
+      expect(del.code, del.stderr).to.equal(0);
+      expect(JSON.parse((await runTool('tidemark-config', ['-b', tb.url, 'subscriptions', '--json'], T)).stdout)).to.deep.equal([]);
+    } finally { await tb.stop(); }
+  });
+
+  it('a reader that closes stdout (drain | head) ends drain quietly with exit 0, and the message it could not print stays on the queue', async function () {
+    // QA: `drain … | head -2` ended with "Error: write EPIPE" and exit 1.
+    const d = startTool('drain', ['-b', b.get().url, '-f', 'dr.pipe'], T);
+    await fill('dr.pipe', 1);
+    await d.waitFor('m0');
+    d.proc.stdout!.destroy(); // the reader goes away, as head does after its lines
+    await send(b.get().url, 'dr.pipe', [{ body: 'unprinted' }]);
+    const res = await d.done;
+    expect(res.timedOut).to.equal(false);
+    expect(res.stderr).to.equal('');
+    expect(res.code).to.equal(0);
+    expect(lines((await drain('dr.pipe')).stdout)).to.deep.equal(['unprinted']);
+  });
+
+  it('text mode shows a SOW delete as -- delete key=K --, not as the deleted record', async function () {
+    // QA: a delete event printed the deleted record's body, exactly like a publish.
+    const q = { address: 'dr.del', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } };
+    await send(b.get().url, q, [{ body: '{"id":5,"v":1}' }, { body: '{"id":6,"v":1}' }]);
+    const del = await runTool('spout', ['-b', b.get().url, '--delete', '--key', '5', 'dr.del'], T);
+    expect(del.code, del.stderr).to.equal(0);
+    const res = await drain('--subscribe', '--bookmark', '0', 'dr.del');
+    expect(res.code, res.stderr).to.equal(0);
+    expect(lines(res.stdout)).to.deep.equal(['{"id":5,"v":1}', '{"id":6,"v":1}', '-- delete key=5 --', '-- completed --']);
+    // -p json is unchanged: the event is an object whose annotations say what it is
+    const json = jsonLines((await drain('-p', 'json', '--subscribe', '--bookmark', '0', 'dr.del')).stdout);
+    expect(json[2].annotations).to.include({ 'x-opt-tm-cmd': 'delete', 'x-opt-tm-key': '5' });
+  });
+
+  it('a non-integer flag value is reported as typed', async function () {
+    // QA: `drain --top-n abc` said "expects an integer >= 0, got 'NaN'".
+    const res = await drain('--sow', '--top-n', 'abc', 'dr.any');
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.equal("Error: --top-n expects an integer >= 0, got 'abc'\n");
+    const c = await drain('-c', '2x', 'dr.any');
+    expect(c.stderr).to.equal("Error: --count expects an integer >= 0, got '2x'\n");
+  });
+
   it('a link the broker refuses prints Error: <condition>: <description> and exits 1', async function () {
     await fill('dr.plain', 1);
     const res = await drain('--sow', 'dr.plain');
@@ -282,6 +349,10 @@ describe('tools: drain on the wire (scripted peer)', function () {
     });
     const file = path.join(tmp, 'cp.json');
     writeFileSync(path.join(tmp, 'unrelated'), '');
+    // what a drain killed between writing its temporary file and renaming it leaves behind
+    // (QA: cp2.json.tmp-22640 after a kill -9): removed when its process is gone
+    const deadPid = spawnSync(process.execPath, ['-e', '']).pid!;
+    writeFileSync(`${file}.tmp-${deadPid}`, '{}');
     try {
       const res = await runTool('drain', ['-b', peer.url, '--checkpoint', file, 'events'], T);
       expect(res.code, res.stderr).to.equal(0);
@@ -298,11 +369,68 @@ describe('tools: drain on the wire (scripted peer)', function () {
       expect(again.code, again.stderr).to.equal(0);
       const resumed = mapOf(filterByDescriptor(peer.attaches[1], 'tidemark:checkpoint:map'));
       expect(resumed).to.deep.include({ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 3, prevScn: 2 });
-      expect(String(resumed.tsNsecs ?? '')).to.not.equal('');
+      expect(resumed.tsNsecs).to.equal(BigInt('0x17f0000000000001').toString()); // a long, exactly
       // another queue's checkpoint in the same file is kept apart
       expect((await runTool('drain', ['-b', peer.url, '--checkpoint', file, 'other'], T)).code).to.equal(0);
       const both = JSON.parse(readFileSync(file, 'utf8'));
       expect(Object.keys(both).sort()).to.deep.equal(['events', 'other']);
+    } finally { await peer.close(); }
+  });
+
+  it('--checkpoint sends snapshot_offset back as a string even when the SOW key looks like an integer, and the integer fields as longs', async function () {
+    // QA: the file held "snapshot_offset": "11" and drain sent it back as a long, which the
+    // broker refused (tidemark:checkpoint:map: snapshot_offset must be a string).
+    const peer = await fakePeer();
+    const file = path.join(tmp, 'cp-snap.json');
+    writeFileSync(file, JSON.stringify({ prices: {
+      consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: 59, prevScn: 59, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: 59,
+      snapshot_offset: '11', tsNsecs: '1796086256855000064',
+    } }));
+    try {
+      const res = await runTool('drain', ['-b', peer.url, '--checkpoint', file, 'prices'], T);
+      expect(res.code, res.stderr).to.equal(0);
+      const f = filterByDescriptor(peer.attaches[0], 'tidemark:checkpoint:map');
+      // the raw decoded map, [k, v, …]: the type of each value as the broker sees it
+      const raw: any[] = Array.isArray(f.value) ? f.value : f.value.value;
+      const typeOf = (k: string) => String(raw[raw.findIndex((x: any) => plain(x) === k) + 1]?.type?.name);
+      expect(typeOf('snapshot_offset')).to.match(/^Str/);
+      expect(typeOf('consumption_mode')).to.match(/^Str/);
+      for (const k of ['windowScn', 'prevScn', 'windowOffset', 'bootstrap_since_scn', 'bootstrap_start_scn', 'tsNsecs']) expect(typeOf(k), k).to.match(/^(Small)?Long$/);
+      expect(mapOf(f)).to.deep.include({ snapshot_offset: '11', windowScn: 59, tsNsecs: '1796086256855000064' });
+    } finally { await peer.close(); }
+  });
+
+  it('-p json prints a checkpoint tsNsecs beyond 2^53 as a decimal string, not as its 8 bytes', async function () {
+    // QA: {"binary":"GOz67z3c5gA="} in drain -p json.
+    const ts = Buffer.from('18ecfaef3ddce600', 'hex');
+    const peer = await fakePeer({
+      messages: [{ body: 'e1', message_annotations: { 'x-opt-tm-cmd': r.types.wrap_symbol('publish'), 'x-opt-tm-checkpoint': { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 1, prevScn: 1, windowOffset: -1, tsNsecs: r.types.wrap_long(ts) } } }],
+    });
+    try {
+      const res = await runTool('drain', ['-b', peer.url, '-p', 'json', '--checkpoint', path.join(tmp, 'cp-json.json'), 'events'], T);
+      expect(res.code, res.stderr).to.equal(0);
+      const [m] = jsonLines(res.stdout);
+      expect(m.body).to.equal('e1');
+      expect(m.annotations['x-opt-tm-checkpoint']).to.deep.equal({ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 1, prevScn: 1, windowOffset: -1, tsNsecs: ts.readBigInt64BE(0).toString() });
+      expect(JSON.parse(readFileSync(path.join(tmp, 'cp-json.json'), 'utf8')).events.tsNsecs).to.equal(ts.readBigInt64BE(0).toString());
+    } finally { await peer.close(); }
+  });
+
+  it('text mode marks a group_begin that resumes a snapshot (its checkpoint has snapshot_offset)', async function () {
+    const sym = (s: string) => r.types.wrap_symbol(s);
+    const snap = (key?: string) => ({ consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: 9, prevScn: 9, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: 9, ...(key ? { snapshot_offset: key } : {}) });
+    const peer = await fakePeer({
+      closeAfter: true,
+      messages: [
+        { body: null, message_annotations: { 'x-opt-tm-cmd': sym('group_begin'), 'x-opt-tm-checkpoint': snap('11') } },
+        { body: '{"id":12}', message_annotations: { 'x-opt-tm-cmd': sym('sow'), 'x-opt-tm-key': '12', 'x-opt-tm-checkpoint': snap('12') } },
+        { body: null, message_annotations: { 'x-opt-tm-cmd': sym('group_begin'), 'x-opt-tm-checkpoint': snap() } },
+      ],
+    });
+    try {
+      const res = await runTool('drain', ['-b', peer.url, '-f', 'prices'], T);
+      expect(res.code, res.stderr).to.equal(0);
+      expect(lines(res.stdout)).to.deep.equal(['-- group_begin (resumed after key 11) --', '{"id":12}', '-- group_begin --']);
     } finally { await peer.close(); }
   });
 

@@ -73,10 +73,21 @@ describe('tools: spout', function () {
     expect(both.stderr).to.match(/^Error: .*mutually exclusive/);
   });
 
-  it('--print prints each message sent', async function () {
+  it('--print prints the body of each message sent, as drain prints it, whatever the body', async function () {
     const res = await spout('-c', '2', '--content', 'shown', '--print', 'sp.print');
     expect(res.code).to.equal(0);
     expect(res.stdout).to.equal('shown\nshown\n');
+    // QA: --json and -M printed whole message objects while --help promised one format
+    const json = await spout('--json', '--content', '{"id": 1}', '--print', 'sp.print');
+    expect(json.code, json.stderr).to.equal(0);
+    expect(json.stdout).to.equal('{"id": 1}\n');
+    const map = await spout('-M', 'a=1', '-M', 'b=two', '--print', 'sp.print');
+    expect(map.code, map.stderr).to.equal(0);
+    expect(map.stdout).to.equal('{"a":1,"b":"two"}\n');
+    const drained = await runTool('drain', ['-b', b.get().url, 'sp.print'], T);
+    expect(drained.stdout).to.equal(res.stdout + json.stdout + map.stdout);
+    const help = await runTool('spout', ['--help'], T);
+    expect(help.stdout).to.not.include('drain -p json');
   });
 
   it('-c 0 with -t S sends until the time is up, every message settled', async function () {

@@ -1,7 +1,7 @@
 /**
  * tidemark-bench: load generator and side-by-side benchmark (issue 9, tools.md).
  *
- *   tidemark-bench --url amqp://127.0.0.1:5672 --address bench \
+ *   tidemark-bench --broker amqp://127.0.0.1:5672 --address bench \
  *     --vs amqp://guest:guest@127.0.0.1:5682 --vs-address /amq/queue/bench-quorum \
  *     -n 100000 --size 200 --keys 1000 --window 1000 --rounds 3 [--json]
  *
@@ -14,7 +14,8 @@
  */
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { main, ToolError } from '../common/cli.js';
+import { main, ToolError, commonOptions } from '../common/cli.js';
+import { parseBrokerUrl, parseConnectionOptions } from '../common/connection.js';
 import { connect, setCorkWrites } from './lib/amqp.js';
 import { tuneRhea } from '../../lib/core/protocol/rhea-tuning.js';
 import { Progress, formatRate } from './lib/progress.js';
@@ -47,10 +48,12 @@ main(async () => {
   const argv = await yargs(hideBin(process.argv))
     .scriptName('tidemark-bench')
     .usage('$0 [options]\n\nBenchmarks an AMQP 1.0 broker, optionally side by side with a second one (--vs).')
-    .option('url', { alias: 'b', type: 'string', default: 'amqp://127.0.0.1:5672', describe: 'broker A URL (amqp://[user:pass@]host:port)' })
+    .option('broker', { ...commonOptions.broker, alias: ['b', 'url'], describe: 'broker A: amqp[s]://[user:pass@]host[:port] or user/pass@host:port (--url is an alias)' })
+    .option('connection-options', { ...commonOptions['connection-options'], describe: 'broker A\'s connection options, a Qpid map as the other tools take it: {username, password, sasl_mechanisms, container_id, idle_timeout, transport}' })
     .option('address', { alias: 'a', type: 'string', default: 'bench', describe: 'queue address on A (a per-round suffix is added when A declares the queue)' })
     .option('declare', { type: 'string', choices: ['auto', 'sow', 'plain', 'none'], default: 'auto', describe: 'how A gets its queue: sow/plain = create-on-demand (fresh queue per round); none = use the address as is; auto = sow on Tidemark, none elsewhere' })
     .option('vs', { type: 'string', describe: 'broker B URL: run the same workload there too, in alternating rounds' })
+    .option('vs-connection-options', { type: 'string', requiresArg: true, describe: 'as --connection-options, for broker B' })
     .option('vs-address', { type: 'string', describe: 'queue address on B (default: --address); RabbitMQ 3.x: /amq/queue/NAME' })
     .option('vs-declare', { type: 'string', choices: ['auto', 'sow', 'plain', 'none'], default: 'auto', describe: 'as --declare, for B' })
     .option('count', { alias: 'n', type: 'number', default: 10000, describe: 'messages per publish/consume run' })
@@ -82,13 +85,21 @@ main(async () => {
     .option('progress', { type: 'boolean', describe: 'progress bar on stderr (default: when stderr is a terminal)' })
     .strict()
     .help()
+    .fail((msg, err) => { throw err ?? new ToolError(msg); })
     .parseAsync();
 
   const workloads = String(argv.workloads).split(',').map((s) => s.trim()).filter(Boolean) as Workload[];
   for (const w of workloads) if (!(ALL as readonly string[]).includes(w)) throw new ToolError(`--workloads: unknown workload '${w}' (known: ${ALL.join(', ')})`);
   for (const [k, v] of Object.entries({ count: argv.count, size: argv.size, keys: argv.keys, window: argv.window, 'latency-rate': argv['latency-rate'], 'latency-count': argv['latency-count'], 'sow-keys': argv['sow-keys'], 'sow-versions': argv['sow-versions'] })) {
-    if (!Number.isInteger(v) || (v as number) < 1) throw new ToolError(`--${k} expects an integer >= 1, got '${v}'`);
+    if (!Number.isInteger(v) || (v as number) < 1) throw new ToolError(`--${k} expects an integer >= 1, got '${typed(k, v)}'`);
   }
+  // bad URLs and connection options are errors before anything runs
+  for (const [flag, url] of [['--broker', argv.broker], ['--vs', argv.vs]] as const) {
+    if (url === undefined) continue;
+    try { parseBrokerUrl(url); } catch (e) { throw new ToolError(`${flag}: ${(e as Error).message}`); }
+  }
+  parseConnectionOptions(argv['connection-options']);
+  try { parseConnectionOptions(argv['vs-connection-options']); } catch (e) { throw new ToolError(`--vs-connection-options: ${(e as Error).message.replace(/^--connection-options: /, '')}`); }
   const rounds = argv.rounds ?? (argv.vs ? 3 : 1);
   // Less client CPU leaves more of a small machine to the brokers being compared.
   if (argv.client === 'tuned') { tuneRhea(); setCorkWrites(true); }
@@ -97,16 +108,17 @@ main(async () => {
   const runId = Date.now().toString(36);
   const load: W.Load = { count: argv.count, size: argv.size, keys: argv.keys, window: argv.window };
 
-  async function makeTarget(side: 'A' | 'B', url: string, address: string, declare: string): Promise<W.Target> {
-    const c = await connect(url);
+  async function makeTarget(side: 'A' | 'B', url: string, connectionOptions: string | undefined, address: string, declare: string): Promise<W.Target> {
+    let c;
+    try { c = await connect(url, connectionOptions); } catch (e) { throw new ToolError(`broker ${side}: ${(e as Error).message}`); }
     const product = c.product;
     await c.close();
     const tidemark = product.toLowerCase() === 'tidemark';
     const d = (declare === 'auto' ? (tidemark ? 'sow' : 'none') : declare) as W.Declare;
-    return { side, url, address, declare: d, tidemark, product: product || '(not announced)', sowProps };
+    return { side, url, connectionOptions, address, declare: d, tidemark, product: product || '(not announced)', sowProps };
   }
-  const targets: W.Target[] = [await makeTarget('A', argv.url, argv.address, argv.declare)];
-  if (argv.vs) targets.push(await makeTarget('B', argv.vs, argv['vs-address'] ?? argv.address, argv['vs-declare']));
+  const targets: W.Target[] = [await makeTarget('A', argv.broker, argv['connection-options'], argv.address, argv.declare)];
+  if (argv.vs) targets.push(await makeTarget('B', argv.vs, argv['vs-connection-options'], argv['vs-address'] ?? argv.address, argv['vs-declare']));
 
   const roundsOut: Array<{ round: number; order: string[]; results: Record<string, Record<string, Result>>; rss_kb?: Record<string, number | undefined>; settled_seconds?: Record<string, number> }> = [];
 
@@ -243,7 +255,28 @@ main(async () => {
   return 0;
 });
 
-function redact(url: string): string { return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@'); }
+/** What the user typed for a number option yargs turned into NaN (the last --name value on the command line). */
+function typed(name: string, parsed: unknown): string {
+  if (!Number.isNaN(parsed)) return String(parsed);
+  const args = hideBin(process.argv);
+  const short: Record<string, string> = { count: '-n', size: '-s', keys: '-k', window: '-w' };
+  let found: string | undefined;
+  args.forEach((a, i) => {
+    if (a.startsWith(`--${name}=`)) found = a.slice(name.length + 3);
+    else if ((a === `--${name}` || a === short[name]) && i + 1 < args.length) found = args[i + 1];
+  });
+  return found ?? String(parsed);
+}
+
+/** The URL without its password, in either form (amqp://user:pass@host, Qpid's user/pass@host). */
+function redact(url: string): string {
+  const at = url.lastIndexOf('@');
+  if (at < 0) return url;
+  const m = /^([a-zA-Z][a-zA-Z0-9+.-]*:\/\/)?([^@]*)$/.exec(url.slice(0, at));
+  if (!m) return url;
+  const sep = m[2].search(/[/:]/);
+  return sep < 0 ? url : `${m[1] ?? ''}${m[2].slice(0, sep + 1)}***${url.slice(at)}`;
+}
 
 function fmt(v: unknown, unit: string): string {
   if (typeof v !== 'number' || !Number.isFinite(v)) return '-';

@@ -31,11 +31,45 @@ let exiting = false;
 export function exit(code: number): void {
   if (exiting) return;
   exiting = true;
-  let pending = 2;
+  const streams = [process.stdout, process.stderr].filter((s) => !s.errored && !s.destroyed);
+  let pending = streams.length;
+  if (pending === 0) process.exit(code);
   const done = () => { if (--pending === 0) process.exit(code); };
-  process.stdout.write('', done);
-  process.stderr.write('', done);
+  for (const s of streams) s.write('', done);
   setTimeout(() => process.exit(code), 1000).unref(); // whatever happens, the process ends
+}
+
+/**
+ * stdout's write error, if a write has failed. A write to a pipe or file fails synchronously
+ * (the stream records the error at once and emits 'error' later), so a tool can check this
+ * right after printing, e.g. before it accepts the message it printed.
+ */
+export function stdoutError(): NodeJS.ErrnoException | undefined {
+  const e = (process.stdout as { errored?: Error | null }).errored;
+  return e ? (e as NodeJS.ErrnoException) : undefined;
+}
+
+/** Whether a stdout error means the reader went away (`drain … | head -2`): not a failure. */
+export function isClosedPipe(e: NodeJS.ErrnoException | undefined): boolean {
+  return e?.code === 'EPIPE' || e?.code === 'ERR_STREAM_DESTROYED';
+}
+
+let stdoutClosedHandler: (() => void) | undefined;
+
+/**
+ * What to do when stdout's reader goes away (EPIPE). By default the tool exits 0 at once, as
+ * a Unix tool killed by SIGPIPE would (quietly); a tool with work to finish (drain detaching a
+ * durable subscription, spout waiting for outcomes) registers its own ending here.
+ */
+export function onStdoutClosed(fn: () => void): void { stdoutClosedHandler = fn; }
+
+function stdoutFailed(e: NodeJS.ErrnoException): void {
+  if (isClosedPipe(e)) {
+    if (stdoutClosedHandler) stdoutClosedHandler();
+    else exit(0);
+    return;
+  }
+  fatal(new ToolError(`cannot write to stdout: ${errorMessage(e)}`));
 }
 
 export function errorMessage(e: unknown): string {
@@ -54,6 +88,7 @@ export function fatal(e: unknown): void {
 export function main(body: () => Promise<number | void>): void {
   process.on('uncaughtException', fatal);
   process.on('unhandledRejection', fatal);
+  process.stdout.on('error', stdoutFailed);
   body().then((code) => exit(code ?? 0), fatal);
 }
 
@@ -108,14 +143,19 @@ export function keyValues(option: string, list: unknown, typed = true): Record<s
 
 /** Seconds option → milliseconds, refusing negatives and non-numbers. */
 export function secondsOption(name: string, v: unknown): number {
-  const n = Number(v);
-  if (!Number.isFinite(n) || n < 0) throw new ToolError(`--${name} expects a number of seconds >= 0, got '${v}'`);
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+  if (!Number.isFinite(n) || n < 0) throw new ToolError(`--${name} expects a number of seconds >= 0, got '${shown(v)}'`);
   return n * 1000;
 }
 
-/** Integer option ≥ min. */
+/** Integer option ≥ min. The tools declare such options as strings, so that an error shows what was typed. */
 export function intOption(name: string, v: unknown, min = 0): number {
-  const n = typeof v === 'number' ? v : Number(v);
-  if (!Number.isInteger(n) || n < min) throw new ToolError(`--${name} expects an integer >= ${min}, got '${v}'`);
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+  if (!Number.isInteger(n) || n < min) throw new ToolError(`--${name} expects an integer >= ${min}, got '${shown(v)}'`);
   return n;
+}
+
+/** A command line value as the user typed it (a repeated option: the values, comma-separated). */
+function shown(v: unknown): string {
+  return Array.isArray(v) ? v.map(String).join(',') : String(v);
 }

@@ -127,29 +127,96 @@ export interface ConnectSettings {
   timeoutMs?: number;
 }
 
-/** Opens a connection with a fresh rhea container; rejects with a ToolError on failure or time-out. */
-export function connect(settings: ConnectSettings): Promise<Connected> {
+/** What a tool will do to connect: rhea's connect options and what to say when it fails. */
+export interface ConnectPlan {
+  /** rhea `connect` options: host, port, transport, username/password, idle_time_out */
+  options: Record<string, unknown>;
+  containerId: string;
+  /** `amqp://host:port` (no credentials), for messages */
+  where: string;
+  /** the SASL mechanism rhea will use ('none': no SASL layer, which the broker takes as ANONYMOUS when it allows it) */
+  mechanism: 'PLAIN' | 'ANONYMOUS' | 'none';
+  /** the user name sent (PLAIN), or the trace name of ANONYMOUS */
+  user?: string;
+}
+
+/** Works out the connection from `-b/--broker` and `--connection-options` (the latter wins). */
+export function connectPlan(settings: ConnectSettings): ConnectPlan {
   const addr = parseBrokerUrl(settings.broker);
   const co = parseConnectionOptions(settings.connectionOptions);
   const username = co.username ?? addr.username;
   const password = co.password ?? addr.password;
   const mechs = co.sasl_mechanisms?.toUpperCase() ?? '';
-  const id = co.container_id ?? settings.containerId ?? `tidemark-tool-${randomUUID()}`;
-  const container = r.create_container({ id });
+  const containerId = co.container_id ?? settings.containerId ?? `tidemark-tool-${randomUUID()}`;
   const options: Record<string, unknown> = { host: addr.host, port: addr.port, reconnect: false };
   if (addr.scheme === 'amqps' || co.transport === 'ssl' || co.transport === 'tls') options.transport = 'tls';
+  let mechanism: ConnectPlan['mechanism'] = 'none';
+  let user: string | undefined;
   if (mechs && !mechs.includes('PLAIN')) {
     options.username = 'anonymous'; // SASL ANONYMOUS
+    mechanism = 'ANONYMOUS';
+    user = 'anonymous';
   } else if (username !== undefined) {
     options.username = username;
-    if (password !== undefined) options.password = password;
-    else if (mechs.includes('PLAIN')) throw new ToolError('SASL PLAIN needs a password');
+    user = username;
+    if (password !== undefined) { options.password = password; mechanism = 'PLAIN'; } else if (mechs.includes('PLAIN')) throw new ToolError('SASL PLAIN needs a password');
+    else mechanism = 'ANONYMOUS'; // rhea: a user name without a password is ANONYMOUS with that trace
   }
   if (co.idle_timeout) options.idle_time_out = co.idle_timeout * 1000;
-  const where = `${addr.scheme}://${addr.host}:${addr.port}`;
+  return { options, containerId, where: `${addr.scheme}://${addr.host}:${addr.port}`, mechanism, user };
+}
+
+const CREDENTIALS_HINT = 'give user/password in the URL (amqp://user:pass@host:port) or with --connection-options "{username: U, password: P}"';
+const SASL_CODES: Record<string, string> = { 1: 'auth', 2: 'sys', 3: 'sys-perm', 4: 'sys-temp' };
+
+/**
+ * The one-line reason a connection attempt failed, in terms of what the user can do about
+ * it: missing or refused credentials first (rhea's own texts, "SASL layer not enabled" or
+ * "Failed to authenticate: 1", say neither what happened nor what to do).
+ */
+export function connectFailure(plan: ConnectPlan, e: { condition?: unknown; description?: unknown; message?: unknown; name?: unknown } | undefined, stage: 'refused' | 'lost'): string {
+  const cond = e?.condition ? String(e.condition) : '';
+  const desc = e?.description ? String(e.description) : e?.message ? String(e.message) : '';
+  const where = plan.where;
+  if (/SASL layer not enabled/i.test(desc)) {
+    // we sent a plain AMQP header (no user name); the broker answered with SASL: it wants credentials
+    return `cannot connect to ${where}: authentication required: the broker does not allow anonymous connections; ${CREDENTIALS_HINT}`;
+  }
+  const outcome = /Failed to authenticate: (\d+)/.exec(desc);
+  if (outcome) {
+    const code = SASL_CODES[outcome[1]] ?? outcome[1];
+    if (code !== 'auth') return `authentication failed at ${where}: the broker could not check the credentials (SASL outcome ${code}); try again later`;
+    if (plan.mechanism === 'PLAIN') return `authentication failed at ${where} for user '${plan.user}' (SASL PLAIN, outcome auth): wrong user name or password`;
+    const as = plan.user && plan.user !== 'anonymous' ? `; user '${plan.user}' was given without a password` : '';
+    return `authentication failed at ${where}: the broker refused SASL ANONYMOUS (outcome auth${as}): it does not allow anonymous connections; ${CREDENTIALS_HINT}`;
+  }
+  const noMech = /No suitable mechanism; server supports (.*)$/.exec(desc);
+  if (noMech) {
+    const offers = `it offers SASL ${noMech[1] || 'nothing'}`;
+    if (plan.mechanism === 'PLAIN') return `authentication failed at ${where}: the broker does not offer SASL PLAIN (${offers})`;
+    const as = plan.user && plan.user !== 'anonymous' ? `user '${plan.user}' was given without a password; ` : '';
+    return `authentication failed at ${where}: the broker does not allow anonymous connections (${as}${offers}); ${CREDENTIALS_HINT}`;
+  }
+  if (cond === 'amqp:unauthorized-access') {
+    return `authentication failed at ${where}${plan.user ? ` for user '${plan.user}'` : ''}${desc ? `: ${desc}` : ''}${plan.mechanism === 'PLAIN' ? '' : `; ${CREDENTIALS_HINT}`}`;
+  }
+  if (stage === 'refused') {
+    const reason = cond && desc ? `${cond}: ${desc}` : cond || desc;
+    return `connection to ${where} refused: ${reason || 'the broker closed it without giving a reason'}`;
+  }
+  return `cannot connect to ${where}: ${desc || cond || 'disconnected'}`;
+}
+
+/** Opens a connection with a fresh rhea container; rejects with a ToolError on failure or time-out. */
+export function connect(settings: ConnectSettings): Promise<Connected> {
+  const plan = connectPlan(settings);
+  const container = r.create_container({ id: plan.containerId });
+  const { where } = plan;
   return new Promise((resolve, reject) => {
     let settled = false;
-    const connection = container.connect(options);
+    /** a protocol error rhea met reading (it would print it with console.error without a listener) */
+    let protocolError: Error | undefined;
+    const connection = container.connect(plan.options);
     const fail = (msg: string) => {
       if (settled) return;
       settled = true;
@@ -159,12 +226,12 @@ export function connect(settings: ConnectSettings): Promise<Connected> {
     };
     const timer = setTimeout(() => fail(`could not connect to ${where} within ${(settings.timeoutMs ?? 10000) / 1000}s`), settings.timeoutMs ?? 10000);
     container.on('error', (ctx: any) => { if (!settled) fail(`connection to ${where} failed: ${errorMessage(ctx?.error ?? ctx)}`); });
+    connection.on('protocol_error', (e: Error) => { protocolError = e; });
     connection.on('connection_error', (ctx: any) => {
-      const e = ctx.connection.error;
-      fail(`connection to ${where} refused: ${e?.condition ?? ''}${e?.description ? ': ' + e.description : ''}`);
+      fail(connectFailure(plan, ctx.error ?? ctx.connection.error ?? protocolError, 'refused'));
     });
     connection.on('disconnected', (ctx: any) => {
-      if (!settled) fail(`cannot connect to ${where}: ${ctx?.error?.message ?? ctx?.connection?.error?.description ?? 'disconnected'}`);
+      if (!settled) fail(connectFailure(plan, protocolError ?? ctx?.error ?? ctx?.connection?.error, 'lost'));
     });
     connection.once('connection_open', () => {
       if (settled) return;

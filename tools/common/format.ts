@@ -58,15 +58,34 @@ function pick(m: any, fields: string[]): Record<string, unknown> {
 export function messageProperties(m: any): Record<string, unknown> { return pick(m, PROPERTY_FIELDS); }
 export function messageHeader(m: any): Record<string, unknown> { return pick(m, HEADER_FIELDS); }
 
-/** One JSON object per message (`drain -p json`). */
-export function messageJson(m: any): string {
-  return JSON.stringify({
+/** The object `drain -p json` prints for a message. */
+export function messageObject(m: any): { body: unknown; properties: Record<string, unknown>; application_properties: unknown; annotations: Record<string, unknown>; header: Record<string, unknown> } {
+  return {
     body: toPlain(m.body),
     properties: messageProperties(m),
     application_properties: toPlain(m.application_properties ?? {}),
-    annotations: toPlain(m.message_annotations ?? {}),
+    annotations: (toPlain(m.message_annotations ?? {}) ?? {}) as Record<string, unknown>,
     header: messageHeader(m),
-  });
+  };
+}
+
+/** One JSON object per message (`drain -p json`). */
+export function messageJson(m: any): string {
+  return JSON.stringify(messageObject(m));
+}
+
+const DURATION_UNITS: Array<[string, number]> = [['d', 86400000], ['h', 3600000], ['m', 60000], ['s', 1000]];
+
+/**
+ * Milliseconds as a duration of the queue-argument syntax (wire.md 2.3): the largest unit
+ * that divides it exactly (`7d`, `90m`, `1500ms`); 0 is `0s`. Anything but a non-negative
+ * integer is returned as text unchanged.
+ */
+export function formatDuration(ms: unknown): string {
+  if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms < 0) return typeof ms === 'string' ? ms : JSON.stringify(ms);
+  if (ms === 0) return '0s';
+  for (const [unit, size] of DURATION_UNITS) if (ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
 }
 
 const LABELS: Record<string, string> = {
@@ -91,4 +110,27 @@ export function table(headers: string[], rows: string[][]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd();
   return [line(headers), line(widths.map((w) => '='.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+/**
+ * The text-mode line for a message with `x-opt-tm-cmd` that is not a record (undefined for a
+ * record: `publish`, `sow`, or no command, whose body is printed):
+ * `-- group_begin --` (`-- group_begin (resumed after key K) --` when its checkpoint resumes a
+ * bootstrap snapshot after key K), `-- group_end --`, `-- completed --`, `OOF(<reason>) key=K`,
+ * `-- delete key=K --`, and `-- <cmd> key=K --` for any other command.
+ */
+export function commandLine(cmd: string | undefined, ann: Record<string, unknown>): string | undefined {
+  if (cmd === undefined || cmd === 'publish' || cmd === 'sow') return undefined;
+  const key = ann['x-opt-tm-key'] !== undefined && ann['x-opt-tm-key'] !== null ? String(toPlain(ann['x-opt-tm-key'])) : undefined;
+  if (cmd === 'oof') {
+    const reason = ann['x-opt-tm-oof-reason'] !== undefined ? String(ann['x-opt-tm-oof-reason']) : '';
+    return `OOF(${reason}) key=${key ?? ''}`;
+  }
+  if (cmd === 'group_begin') {
+    const cp = toPlain(ann['x-opt-tm-checkpoint']) as Record<string, unknown> | null;
+    const after = cp && typeof cp === 'object' ? cp.snapshot_offset : undefined;
+    return after !== undefined && after !== null ? `-- group_begin (resumed after key ${after}) --` : '-- group_begin --';
+  }
+  if (cmd === 'group_end' || cmd === 'completed') return `-- ${cmd} --`;
+  return `-- ${cmd}${key !== undefined ? ` key=${key}` : ''} --`;
 }

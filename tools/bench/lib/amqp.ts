@@ -4,7 +4,7 @@
  * bookmark / options filters). Nothing here assumes the peer is Tidemark.
  */
 import rhea from 'rhea';
-import { parseBrokerUrl } from '../../common/connection.js';
+import { connectPlan, connectFailure } from '../../common/connection.js';
 
 export const r: any = rhea;
 
@@ -42,19 +42,26 @@ function corkPerTick(connection: any): void {
   };
 }
 
-export function connect(url: string, timeoutMs = 10000): Promise<Conn> {
-  const a = parseBrokerUrl(url);
-  const container = r.create_container({ id: `tidemark-bench-${process.pid}-${++seq}` });
+/**
+ * Connects to `url` (the tools' -b/--broker forms, Qpid's user/pass@host:port included) with
+ * the tools' `--connection-options` (a Qpid map: credentials, sasl_mechanisms, container_id,
+ * idle_timeout, transport). Each connection gets its own container id unless the options
+ * name one.
+ */
+export function connect(url: string, connectionOptions?: string, timeoutMs = 10000): Promise<Conn> {
+  const plan = connectPlan({ broker: url, connectionOptions, containerId: `tidemark-bench-${process.pid}-${++seq}` });
+  const container = r.create_container({ id: plan.containerId });
   return new Promise((resolve, reject) => {
     let done = false;
-    const opts: Record<string, unknown> = { host: a.host, port: a.port, reconnect: false, transport: a.scheme === 'amqps' ? 'tls' : 'tcp', tcp_no_delay: true };
-    if (a.username) { opts.username = a.username; opts.password = a.password ?? ''; }
+    let protocolError: Error | undefined;
+    const opts: Record<string, unknown> = { transport: 'tcp', ...plan.options, tcp_no_delay: true };
     const connection = container.connect(opts);
     if (corkWrites) corkPerTick(connection);
     const fail = (msg: string) => { if (done) return; done = true; clearTimeout(timer); try { connection.close(); } catch { /* ignore */ } reject(new Error(msg)); };
-    const timer = setTimeout(() => fail(`could not connect to ${url} within ${timeoutMs / 1000}s`), timeoutMs);
-    connection.on('connection_error', () => fail(`connection to ${url} refused: ${describe(connection.error)}`));
-    connection.on('disconnected', (ctx: any) => fail(`cannot connect to ${url}: ${ctx?.error?.message ?? 'disconnected'}`));
+    const timer = setTimeout(() => fail(`could not connect to ${plan.where} within ${timeoutMs / 1000}s`), timeoutMs);
+    connection.on('protocol_error', (e: Error) => { protocolError = e; });
+    connection.on('connection_error', (ctx: any) => fail(connectFailure(plan, ctx?.error ?? connection.error ?? protocolError, 'refused')));
+    connection.on('disconnected', (ctx: any) => fail(connectFailure(plan, protocolError ?? ctx?.error ?? ctx?.connection?.error, 'lost')));
     connection.on('error', () => { /* reported through disconnected */ });
     connection.once('connection_open', () => {
       if (done) return;

@@ -15,6 +15,8 @@ export interface Target {
   /** 'A' (--url) or 'B' (--vs) */
   side: 'A' | 'B';
   url: string;
+  /** --connection-options (A) / --vs-connection-options (B): a Qpid map, as the other tools take it */
+  connectionOptions?: string;
   address: string;
   declare: Declare;
   /** the peer said product=tidemark in its open frame */
@@ -60,7 +62,7 @@ export interface PublishResult { accepted: number; rejected: number; released: n
 
 /** Publishes `load.count` durable messages over `load.keys` keys with at most `load.window` unsettled. */
 export async function publish(t: Target, queue: string, load: Load, progress: Progress, opts: { keyOffset?: number; label?: string } = {}): Promise<PublishResult> {
-  const c = await connect(t.url);
+  const c = await connect(t.url, t.connectionOptions);
   try {
     const s = await openSender(c, senderTarget(t, queue));
     progress.begin(opts.label ?? `publish ${t.side}`, load.count);
@@ -107,7 +109,7 @@ export interface ConsumeResult { received: number; seconds: number; rate: number
 
 /** Reads `count` messages back with a credit window of `window`, accepting each. */
 export async function consume(t: Target, queue: string, count: number, window: number, progress: Progress, label = `consume ${t.side}`): Promise<ConsumeResult> {
-  const c = await connect(t.url);
+  const c = await connect(t.url, t.connectionOptions);
   try {
     const start = performance.now();
     let received = 0;
@@ -156,8 +158,8 @@ export interface LatencyResult { sent: number; received: number; rate_target: nu
  * time; latency = receive time - send time, same process clock.
  */
 export async function latency(t: Target, queue: string, load: Load, rate: number, count: number, progress: Progress, trace?: LatencyTrace): Promise<LatencyResult> {
-  const cr = await connect(t.url);
-  const cs = await connect(t.url);
+  const cr = await connect(t.url, t.connectionOptions);
+  const cs = await connect(t.url, t.connectionOptions);
   try {
     // a sender first so that the queue exists before the receiver attaches (create-on-demand)
     const s = await openSender(cs, senderTarget(t, queue));
@@ -235,7 +237,7 @@ export interface QueryResult { records: number; seconds: number; rate: number; g
 
 /** `sow` command (optionally at a bookmark): records until group_end. Pre-settled by default: a query browses, so there is nothing to acknowledge. */
 export async function sowQuery(t: Target, queue: string, window: number, progress: Progress, bookmark?: string, expect?: number, timeoutMs = 120000, presettled = true): Promise<QueryResult> {
-  const c = await connect(t.url);
+  const c = await connect(t.url, t.connectionOptions);
   try {
     progress.begin(bookmark ? `historical ${t.side}` : `sow query ${t.side}`, expect ?? 1);
     const t0 = performance.now();
@@ -265,8 +267,8 @@ function startLoad(s: any, ds: SowDataset, size: number, loadRate: number): { ti
  * from attach to the end of the snapshot (group_end), and from there to the first live event.
  */
 export async function sowAndSubscribe(t: Target, ds: SowDataset, size: number, window: number, loadRate: number, progress: Progress): Promise<SasResult> {
-  const cp = await connect(t.url);
-  const cr = await connect(t.url);
+  const cp = await connect(t.url, t.connectionOptions);
+  const cr = await connect(t.url, t.connectionOptions);
   let tick: NodeJS.Timeout | undefined;
   try {
     const load = startLoad(await openSender(cp, senderTarget(t, ds.queue)), ds, size, loadRate);
@@ -303,8 +305,8 @@ export interface BootstrapResult { snapshot_records: number; catchup_events: num
  * speed; the pause is reported and not counted (`seconds` is the consumer's streaming time).
  */
 export async function bootstrap(t: Target, ds: SowDataset, size: number, window: number, loadRate: number, progress: Progress, catchup = 0): Promise<BootstrapResult> {
-  const cp = await connect(t.url);
-  const cr = await connect(t.url);
+  const cp = await connect(t.url, t.connectionOptions);
+  const cr = await connect(t.url, t.connectionOptions);
   let tick: NodeJS.Timeout | undefined;
   try {
     const load = catchup > 0 ? undefined : startLoad(await openSender(cp, senderTarget(t, ds.queue)), ds, size, loadRate);
@@ -353,7 +355,7 @@ export interface ReplayResult { events: number; seconds: number; rate: number; f
 
 /** `subscribe` from bookmark SCN `from`: replays `count` logged events. */
 export async function replay(t: Target, queue: string, fromScn: number, count: number, window: number, progress: Progress): Promise<ReplayResult> {
-  const c = await connect(t.url);
+  const c = await connect(t.url, t.connectionOptions);
   try {
     progress.begin(`replay ${t.side}`, count);
     const t0 = performance.now();
