@@ -43,6 +43,7 @@ function show(v: unknown): string {
   if (typeof v === 'string') return JSON.stringify(v);
   if (typeof v === 'bigint') return `${v}n`;
   if (v === undefined) return 'undefined';
+  if (typeof v === 'number' && !Number.isFinite(v)) return String(v); // JSON.stringify shows NaN as null
   if (v instanceof Uint8Array) return `binary(${v.length} bytes)`;
   try {
     return JSON.stringify(v) ?? String(v);

@@ -12,6 +12,8 @@ export const Conditions = {
   preconditionFailed: 'amqp:precondition-failed',
   unauthorized: 'amqp:unauthorized-access',
   resourceLimit: 'amqp:resource-limit-exceeded',
+  resourceDeleted: 'amqp:resource-deleted',
+  linkStolen: 'amqp:link:stolen',
   decodeError: 'amqp:decode-error',
   internal: 'amqp:internal-error',
   notAllowed: 'amqp:not-allowed',

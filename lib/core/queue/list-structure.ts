@@ -4,6 +4,7 @@
  * acquiring consumers compete, browsing consumers walk with cursors. Limit and LVQ policies
  * are admission policies contributed by extensions.
  */
+import type { TidemarkError } from '../errors.js';
 import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn, writeU64 } from '../storage/keyspace.js';
 import type { BatchOp } from '../storage/store.js';
 import { encodeEvent, decodeEvent } from '../engine/event-record.js';
@@ -157,8 +158,8 @@ export class ListStructure implements QueueStructure {
     return { depth: this.list.depth, bytes: this.list.bytes, oldestScn: oldest, consumers: this.#consumers.size };
   }
 
-  close(): void {
-    for (const c of [...this.#consumers]) c.sink.close();
+  close(error?: TidemarkError): void {
+    for (const c of [...this.#consumers]) c.sink.close(error);
   }
 
   /** Removes an entry for good; `persist` writes the delete (acks, expiry, purge). */

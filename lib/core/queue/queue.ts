@@ -11,6 +11,9 @@ import { TidemarkError, Conditions } from '../errors.js';
 import type { InboundMessage } from './inbound.js';
 import type { Consumer, DeliverySink } from './delivery.js';
 import type { ConsumerRequest, ExtensionRegistry } from '../extensions.js';
+import { logger } from '../log.js';
+
+const log = logger('queue');
 
 /** Storage ops of one event plus what to do once they are durable (or not). */
 export interface PreparedEvent {
@@ -39,8 +42,8 @@ export interface QueueStructure {
   /** Expires what is past its TTL (called by the TTL extension's sweeper). */
   sweep?(now: number): void;
   stats(): QueueStats;
-  /** Stops consumers (queue deletion or broker stop). */
-  close(): void;
+  /** Stops consumers (queue deletion or broker stop); `error` is the detach error their links get. */
+  close(error?: TidemarkError): void;
 }
 
 export interface QueueStats {
@@ -161,10 +164,12 @@ export class Queue {
     });
   }
 
-  markDeleted(): void { this.#deleted = true; this.structure.close(); }
+  markDeleted(): void { this.#deleted = true; this.structure.close(new TidemarkError(Conditions.resourceDeleted, `queue ${this.name} was deleted`)); }
 }
 
 export function asTidemark(e: unknown): TidemarkError {
   if (e instanceof TidemarkError) return e;
+  // Unexpected: the producer sees amqp:internal-error, the log keeps the cause (wire.md 8).
+  log.error('publish could not be prepared', { err: e });
   return new TidemarkError(Conditions.internal, (e as Error)?.message ?? String(e), { cause: e });
 }

@@ -6,6 +6,7 @@
  */
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { typed } from '../../codec/amqp.js';
+import { wellFormed } from '../sow/sow-key.js';
 import { encodeStringKeyedMap, encodeStringKeyedPairs, type EncodedValue } from '../../codec/message-bytes.js';
 
 export const MODES = ['ONLINE_CONSUMPTION', 'BOOTSTRAP_SNAPSHOT', 'BOOTSTRAP_CATCHUP'] as const;
@@ -78,7 +79,13 @@ export function parseCheckpoint(v: unknown): Checkpoint {
     catchup_offset: int('catchup_offset', m.catchup_offset, -1, true),
   };
   const so = unwrap(m.snapshot_offset);
-  if (so !== undefined && so !== null) { if (typeof so !== 'string') throw bad('snapshot_offset', 'must be a string (the last SOW key read)'); cp.snapshot_offset = so; }
+  if (so !== undefined && so !== null) {
+    if (typeof so !== 'string') throw bad('snapshot_offset', 'must be a string (the last SOW key read)');
+    // A SOW key is well-formed Unicode (sow-key.ts): an offset with a lone surrogate (possible in
+    // JSON text) names no key, and as UTF-8 it would resume after U+FFFD instead.
+    if (!wellFormed(so)) throw bad('snapshot_offset', 'is not well-formed Unicode, so it is no SOW key');
+    cp.snapshot_offset = so;
+  }
   if (mode === 'ONLINE_CONSUMPTION') {
     if (cp.windowScn === -1) {
       if (cp.tsNsecs !== undefined && cp.tsNsecs > 0) throw bad('tsNsecs', 'must be -1 or absent on a flexible checkpoint (windowScn = -1)');

@@ -21,6 +21,7 @@ import { DurableSubscriptions, DurableSink, subscriptionKey } from './durable.js
 
 export const CHECKPOINT = 'tidemark:checkpoint:map';
 
+
 const durablesByBroker = new WeakMap<BrokerContext, DurableSubscriptions>();
 
 /** The durable subscriptions a broker keeps (tools, tests). */
@@ -31,6 +32,7 @@ export function listSubscriptions(b: BrokerContext) { return durablesByBroker.ge
  * Falling off the log (or windowScn = 0) bootstraps a SOW queue and is scn-not-found elsewhere.
  */
 export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBootstrap: boolean): CheckpointPlan & { position: number } {
+  refuseAhead(q, cp);
   const fellOff = (pos: number) => oldest > 0 && pos + 1 < oldest;
   const fresh = (): CheckpointPlan & { position: number } => {
     if (!canBootstrap) {
@@ -53,7 +55,6 @@ export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBoot
     const pos = oldest > 0 ? oldest - 1 : q.committedScn;
     return { tracker: new WindowTracker({ prevScn: pos }), skip: 0, position: pos };
   }
-  if (cp.windowScn > q.committedScn) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: windowScn ${cp.windowScn} is ahead of the head of ${q.name} (${q.committedScn})`);
   if (cp.windowScn === 0 && canBootstrap) return fresh();
   const pos = cp.windowOffset === -1 ? cp.windowScn : Math.max(0, cp.prevScn);
   if (fellOff(pos)) return fresh();
@@ -62,6 +63,31 @@ export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBoot
   // pass (starting it at windowOffset counted them twice: the next checkpoints were ahead,
   // and a resume from one of them lost events).
   return { tracker: new WindowTracker({ prevScn: pos }), skip: cp.windowOffset === -1 ? 0 : cp.windowOffset, position: pos };
+}
+
+/** The SCN fields of a checkpoint, each checked against the queue's head. */
+const SCN_FIELDS = ['windowScn', 'prevScn', 'bootstrap_since_scn', 'bootstrap_start_scn', 'bootstrap_target_scn', 'catchup_offset'] as const;
+
+/**
+ * Every SCN a checkpoint holds names an event the broker sent, so none can be past the head.
+ * One that is (a checkpoint kept from a broker whose data was since replaced, say) would skip
+ * the events up to it when they come: a catch-up at catchup_offset 1000 on a queue at SCN 5
+ * went online after 1000, a snapshot from bootstrap_start_scn 1000 likewise. Refused, naming
+ * the field, as an SCN bookmark ahead of the head is (bookmark.ts refuseBookmarkAhead); and so
+ * are bootstrap positions that contradict each other (a catch-up target before its start, or
+ * an offset past its target), which skip events the same way.
+ */
+function refuseAhead(q: Queue, cp: Checkpoint): void {
+  const head = q.committedScn;
+  for (const f of SCN_FIELDS) {
+    const v = cp[f];
+    if (v !== undefined && v > head) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: ${f} ${v} is ahead of the head of ${q.name} (${head}): the events up to it would be skipped`);
+  }
+  if (cp.consumption_mode === 'BOOTSTRAP_CATCHUP') {
+    const start = cp.bootstrap_start_scn!, target = cp.bootstrap_target_scn!;
+    if (target < start) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: bootstrap_target_scn ${target} is before bootstrap_start_scn ${start}`);
+    if (cp.catchup_offset !== undefined && cp.catchup_offset > target) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: catchup_offset ${cp.catchup_offset} is past bootstrap_target_scn ${target}`);
+  }
 }
 
 /** A link with a checkpoint filter: checkpoints on every message from where it resumes. */
@@ -93,6 +119,8 @@ function isCommandLink(req: ConsumerRequest): boolean {
 
 export function checkpointsExtension(): Extension {
   const durables = new DurableSubscriptions();
+  /** The link attached to each durable subscription now, by subscription key (latin1): its steal(). */
+  const attached = new Map<string, (by: string) => void>();
 
   /** The link's own consumer (checkpointed, or whatever the extensions below open). */
   function open(queue: Queue, req: ConsumerRequest, sink: DeliverySink, next: OpenNext): Consumer {
@@ -100,9 +128,23 @@ export function checkpointsExtension(): Extension {
     return (cp && openCheckpointed(queue, req, sink, cp)) || next(req, sink);
   }
 
-  /** A durable subscription: resume after its stored position, or start one. */
+  /**
+   * A durable subscription: resume after its stored position, or start one.
+   *
+   * One subscription is one link: a second attach with the same container-id and link name
+   * while the first is attached takes the subscription over, and the first link is detached
+   * with `amqp:link:stolen`. Two links used to share it, both receiving every event and both
+   * moving one position. Taking over rather than refusing (precondition-failed): AMQP 2.6.1
+   * makes a link name unique between two containers, and the link-error `stolen` is "the link
+   * has been attached elsewhere, causing the existing attachment to be forcibly closed"; Qpid
+   * Broker-J does exactly this ("Link is being stolen by connection ..."). It also lets a
+   * consumer whose connection died without a close (no detach yet, until the idle time-out)
+   * resume at once. The position stays exact: the old link's accepted deliveries still move
+   * it, the new link resumes after it, and nothing is skipped (at worst delivered twice).
+   */
   function openDurable(queue: Queue, req: ConsumerRequest, sink: DeliverySink, next: OpenNext): Consumer {
     const key = subscriptionKey(req.containerId, req.linkName);
+    const id = key.toString('latin1');
     let sub = durables.get(key);
     if (sub && sub.queue !== queue.name) throw new TidemarkError(Conditions.preconditionFailed, `durable subscription ${req.containerId}/${req.linkName} belongs to queue ${sub.queue}, not ${queue.name}`);
     if (!sub) { sub = { queue: queue.name, position: null, created: queue.ctx.clock.now() }; durables.save(key, sub); }
@@ -113,10 +155,24 @@ export function checkpointsExtension(): Extension {
     } else if (sub.position !== null && queue.structure instanceof ListStructure) {
       inner = queue.structure.openConsumer({ ...req, mode: 'copy' }, dsink, { startAfterScn: sub.position });
     } else inner = open(queue, req, dsink, next);
+    attached.get(id)?.(req.connectionId); // the new link is open: the old one, if any, goes
+    let stolen = false;
+    const steal = (by: string) => {
+      stolen = true;
+      if (attached.get(id) === steal) attached.delete(id);
+      inner.close();
+      sink.close(new TidemarkError(Conditions.linkStolen, `durable subscription ${req.containerId}/${req.linkName} on queue ${queue.name} was attached again (connection ${by}); this link is detached`));
+    };
+    attached.set(id, steal);
     return {
-      onCredit: () => inner.onCredit(),
-      onDrain: () => inner.onDrain(),
-      close: (o) => { inner.close(o); if (o?.linkClosed) durables.delete(key); },
+      onCredit: () => { if (!stolen) inner.onCredit(); },
+      onDrain: () => { if (!stolen) inner.onDrain(); },
+      close: (o) => {
+        if (stolen) return; // the subscription is the new link's now, whatever this detach says
+        if (attached.get(id) === steal) attached.delete(id);
+        inner.close(o);
+        if (o?.linkClosed) durables.delete(key);
+      },
     };
   }
 
@@ -137,7 +193,15 @@ export function checkpointsExtension(): Extension {
         return { statusCode: 200, statusDescription: 'OK', body: durables.list() };
       },
       async 'SUBSCRIPTION-DELETE'(req) {
-        const container = String(req.body?.container ?? ''), link = String(req.body?.link ?? req.name ?? '');
+        // Strings only: a list or map used to be turned into text ("1,2") and named another subscription.
+        const body = req.body;
+        if (body === null || typeof body !== 'object' || Object.getPrototypeOf(body) !== Object.prototype) { // (a list, binary, data sections)
+          return { statusCode: 400, statusDescription: 'SUBSCRIPTION-DELETE body must be a map {container, link}' };
+        }
+        for (const f of ['container', 'link'] as const) {
+          if (body[f] !== undefined && typeof body[f] !== 'string') return { statusCode: 400, statusDescription: `SUBSCRIPTION-DELETE: ${f} must be a string` };
+        }
+        const container = String(body.container ?? ''), link = String(body.link ?? req.name ?? '');
         if (!durables.delete(subscriptionKey(container, link))) return { statusCode: 404, statusDescription: `no durable subscription ${container}/${link}` };
         return { statusCode: 204, statusDescription: 'No Content' };
       },

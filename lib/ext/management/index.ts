@@ -10,6 +10,8 @@ import { TidemarkError, Conditions } from '../../core/errors.js';
 import { encodeMessage } from '../../codec/message-bytes.js';
 import { typed } from '../../codec/amqp.js';
 import { logger } from '../../core/log.js';
+import { toBool } from '../../address/index.js';
+import { RESERVED_NODE_PROPERTIES } from '../../core/node-registry.js';
 
 const log = logger('management');
 
@@ -30,15 +32,47 @@ function requireQueue(req: ManagementRequest, broker: BrokerContext) {
   return q;
 }
 
+/** An AMQP map as rhea decodes it: a plain object (not a list, binary, timestamp or typed value). */
+export function isMap(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) && !Buffer.isBuffer(v) && !(v instanceof Date)
+    && Object.getPrototypeOf(v) === Object.prototype;
+}
+
+/** What a body that is not a map is, for a 400's description. */
+export function kindOf(v: unknown): string {
+  if (typeof v === 'string') return 'a string';
+  if (Array.isArray(v)) return 'a list';
+  if (Buffer.isBuffer(v)) return 'binary';
+  if ((v as any)?.typecode === 0x75) return 'data sections';
+  if (v instanceof Date) return 'a timestamp';
+  if (v === null) return 'null';
+  return typeof v === 'object' ? 'a described or typed value' : `a ${typeof v}`;
+}
+
 const coreOps: Record<string, Op> = {
   async CREATE(req, broker) {
     if (!req.name) throw new TidemarkError(Conditions.invalidField, 'CREATE needs application property name');
     if (broker.nodes.get(req.name)) return { statusCode: 409, statusDescription: `queue ${req.name} exists` };
-    const body = (req.body && typeof req.body === 'object') ? { ...req.body } : {};
-    const durable = body.durable === undefined ? true : body.durable === true || body.durable === 'true' || body.durable === 'True';
+    // The body is the queue's attributes: a map (none: an empty one). The queue arguments are
+    // its keys besides durable, or, as qpid-config sends them, the map under `arguments`. A
+    // list or string there used to make a plain queue (a list's items became arguments "0",
+    // "1"), answered 201.
+    if (req.body !== undefined && req.body !== null && !isMap(req.body)) {
+      throw new TidemarkError(Conditions.invalidField, `CREATE body must be a map of queue attributes (durable, arguments), got ${kindOf(req.body)}`);
+    }
+    const body: Record<string, unknown> = { ...(req.body ?? {}) };
+    let durable = true;
+    if (body.durable !== undefined) {
+      try { durable = toBool('durable', body.durable); } catch (e) { throw new TidemarkError(Conditions.invalidField, `CREATE ${(e as Error).message}`); }
+    }
     delete body.durable;
-    const args = body.arguments && typeof body.arguments === 'object' ? { ...body.arguments } : body;
-    delete (args as any).arguments;
+    let args: Record<string, unknown> = body;
+    if (body.arguments !== undefined) {
+      if (!isMap(body.arguments)) throw new TidemarkError(Conditions.invalidField, `CREATE: arguments must be a map of queue arguments, got ${kindOf(body.arguments)}`);
+      const others = Object.keys(body).filter((k) => k !== 'arguments' && !RESERVED_NODE_PROPERTIES.has(k));
+      if (others.length) throw new TidemarkError(Conditions.invalidField, `CREATE: queue arguments go either under arguments or at the top level of the body, not both (top level: ${others.join(', ')})`);
+      args = { ...body.arguments };
+    }
     const { queue } = broker.nodes.declare(req.name, { durable, arguments: args });
     await broker.committer.idle();
     return { statusCode: 201, statusDescription: 'Created', body: broker.queueInfo(queue) };
@@ -47,7 +81,9 @@ const coreOps: Record<string, Op> = {
     return { statusCode: 200, statusDescription: 'OK', body: broker.queueInfo(requireQueue(req, broker)) };
   },
   async QUERY(req, broker) {
-    const prefix = typeof req.body?.prefix === 'string' ? req.body.prefix : '';
+    if (req.body !== undefined && req.body !== null && !isMap(req.body)) throw new TidemarkError(Conditions.invalidField, `QUERY body must be a map ({prefix}), got ${kindOf(req.body)}`);
+    if (req.body?.prefix !== undefined && typeof req.body.prefix !== 'string') throw new TidemarkError(Conditions.invalidField, `QUERY: prefix must be a string, got ${kindOf(req.body.prefix)}`);
+    const prefix: string = req.body?.prefix ?? '';
     // ACL: only the queues this user may browse or manage are listed.
     const visible = (name: string) => broker.extensions.authorize(req.user, 'browse', name) || broker.extensions.authorize(req.user, 'manage', name);
     const list = broker.nodes.list().filter((q) => !q.def.temporary && q.name.startsWith(prefix) && visible(q.name)).sort((a, b) => a.name.localeCompare(b.name));
@@ -120,11 +156,15 @@ export function managementExtension(): Extension {
         const m = msg.message;
         const ap = m.application_properties ?? {};
         const req: ManagementRequest = {
-          operation: String(ap.operation ?? '').toUpperCase(), type: String(ap.type ?? 'queue'), name: ap.name !== undefined ? String(ap.name) : undefined,
+          operation: String(ap.operation ?? '').toUpperCase(), type: String(ap.type ?? 'queue'), name: typeof ap.name === 'string' ? ap.name : undefined,
           body: m.body ?? {}, user,
         };
+        // `name` is a string or absent: a list or binary was turned into text (PURGE with name
+        // ['ctl.q'] purged ctl.q), a number likewise.
+        const badName: ManagementResponse | undefined = ap.name !== undefined && ap.name !== null && typeof ap.name !== 'string'
+          ? { statusCode: 400, statusDescription: `application property name must be a string, got ${kindOf(ap.name)}` } : undefined;
         done(); // the request is accepted; the answer goes to reply-to
-        handle(req).then((res) => {
+        (badName ? Promise.resolve(badName) : handle(req)).then((res) => {
           const replyTo: string | undefined = m.reply_to;
           if (!replyTo) return;
           const q = broker.nodes.get(replyTo);

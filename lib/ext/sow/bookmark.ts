@@ -20,23 +20,37 @@ export function parseBookmark(text: string): Bookmark {
     if (!Number.isSafeInteger(n)) throw new TidemarkError(Conditions.invalidField, `bookmark ${t}: SCN too large`);
     return { kind: 'scn', scn: n };
   }
-  const amps = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(?:\.(\d{1,9}))?Z$/.exec(t);
-  if (amps) {
-    const [, y, mo, d, h, mi, s, frac] = amps;
-    const ms = Date.UTC(+y, +mo - 1, +d, +h, +mi, +s) + (frac ? Math.floor(Number('0.' + frac) * 1000) : 0);
-    if (Number.isNaN(ms)) throw bad(t);
-    return { kind: 'time', ms, text: t };
-  }
-  if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?Z$/.test(t)) {
-    const ms = Date.parse(t);
-    if (Number.isNaN(ms)) throw bad(t);
-    return { kind: 'time', ms, text: t };
-  }
+  const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(?:\.(\d{1,9}))?Z$/.exec(t)
+    ?? /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?Z$/.exec(t);
+  if (m) return { kind: 'time', ms: instant(t, m), text: t };
   throw bad(t);
 }
 
-function bad(t: string): TidemarkError {
-  return new TidemarkError(Conditions.invalidField, `malformed bookmark ${JSON.stringify(t)}: expected 0, now, an SCN, YYYYMMDDTHHMMSS[.ffffff]Z or ISO-8601 with Z`);
+/**
+ * The instant a time bookmark names. Every field is checked against the calendar: Date.UTC and
+ * Date.parse roll an out-of-range field over (month 13 became January of the next year,
+ * 30 February became 2 March, 24:00 the next day), which silently moved the bookmark.
+ */
+function instant(t: string, m: RegExpExecArray): number {
+  const [, y, mo, d, h, mi, s, frac] = m;
+  const Y = +y, M = +mo, D = +d, H = +h, Mi = +mi, S = s === undefined ? 0 : +s;
+  const out = (field: string, v: string | undefined, range: string) => bad(t, `${field} ${v} is out of range (${range})`);
+  if (M < 1 || M > 12) throw out('month', mo, '01-12');
+  const days = new Date(Date.UTC(2000, M, 0)).getUTCDate() - (M === 2 && !leap(Y) ? 1 : 0);
+  if (D < 1 || D > days) throw out('day', d, `01-${days} in ${y}-${mo}`);
+  if (H > 23) throw out('hour', h, '00-23');
+  if (Mi > 59) throw out('minute', mi, '00-59');
+  if (S > 59) throw out('second', s, '00-59');
+  const date = new Date(0);
+  date.setUTCFullYear(Y, M - 1, D); // (Date.UTC reads years 0-99 as 1900-1999)
+  date.setUTCHours(H, Mi, S, 0);
+  return date.getTime() + (frac ? Math.floor(Number('0.' + frac) * 1000) : 0);
+}
+
+function leap(y: number): boolean { return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0; }
+
+function bad(t: string, why?: string): TidemarkError {
+  return new TidemarkError(Conditions.invalidField, `malformed bookmark ${JSON.stringify(t)}: ${why ? why + '; ' : ''}expected 0, now, an SCN, YYYYMMDDTHHMMSS[.ffffff]Z or ISO-8601 with Z`);
 }
 
 /**

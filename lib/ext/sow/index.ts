@@ -133,12 +133,12 @@ export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extensio
         const q = b.nodes.get(req.name);
         if (!q) throw new TidemarkError(Conditions.notFound, `no such queue: ${req.name}`);
         if (!(q.structure instanceof SowStructure)) throw new TidemarkError(Conditions.notFound, `queue ${req.name} is not a SOW queue`);
-        const text = req.body?.filter;
+        const { filter, all } = sowDeleteRequest(req.body, req.name);
         const keys: string[] = [];
-        if (text === undefined || text === null || text === '') for (const k of q.structure.records.keys()) keys.push(k);
+        if (all) for (const k of q.structure.records.keys()) keys.push(k);
         else {
           let f;
-          try { f = compileFilter(String(text), 'content'); } catch (e) { throw new TidemarkError(Conditions.invalidField, `filter: ${(e as Error).message}`); }
+          try { f = compileFilter(filter!, 'content'); } catch (e) { throw new TidemarkError(Conditions.invalidField, `SOW-DELETE ${q.name}: filter: ${(e as Error).message}; nothing was deleted`); }
           for (const [k, r] of q.structure.records) if (f.matches(new MessageEnv(decodeMessage(r.bytes)))) keys.push(k);
         }
         const count = await q.structure.deleteKeys(keys);
@@ -151,6 +151,31 @@ export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extensio
     },
     stop() { if (timer) clearInterval(timer); },
   };
+}
+
+/**
+ * The body of a SOW-DELETE (docs/sow.md): a map with either `filter`, a non-empty content
+ * filter, or `all: true`, which deletes every record. Anything else is refused and deletes
+ * nothing. A missing or misspelt filter used to delete every record: a string body, a
+ * `{Filter: ...}`, a data section, `{filter: null}` or `{filter: ""}` wiped the queue.
+ */
+export function sowDeleteRequest(body: unknown, queue: string): { filter?: string; all: boolean } {
+  const bad = (why: string) => new TidemarkError(Conditions.invalidField, `SOW-DELETE ${queue}: ${why}; nothing was deleted`);
+  const shape = Array.isArray(body) ? 'a list' : Buffer.isBuffer(body) || (body as any)?.typecode === 0x75 ? 'binary (a data section)' : typeof body === 'string' ? 'a string' : body === null ? 'null' : typeof body;
+  if (body === null || typeof body !== 'object' || Array.isArray(body) || Buffer.isBuffer(body) || Object.getPrototypeOf(body) !== Object.prototype) {
+    throw bad(`the body must be an amqp-value map, {filter: "<content filter>"} or {all: true}; got ${shape}`);
+  }
+  const m = body as Record<string, unknown>;
+  const unknown = Object.keys(m).filter((k) => k !== 'filter' && k !== 'all');
+  if (unknown.length) throw bad(`unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')} (known: filter, all)`);
+  if (m.all !== undefined && typeof m.all !== 'boolean') throw bad(`all must be the boolean true, got ${JSON.stringify(m.all)}`);
+  if (m.filter !== undefined) {
+    if (typeof m.filter !== 'string' || m.filter.trim() === '') throw bad(`filter must be a non-empty content filter string, got ${m.filter === null ? 'null' : typeof m.filter === 'string' ? 'an empty string' : Array.isArray(m.filter) ? 'a list' : typeof m.filter}`);
+    if (m.all === true) throw bad('give either filter or all: true, not both');
+    return { filter: m.filter, all: false };
+  }
+  if (m.all !== true) throw bad('give filter (the records to delete) or all: true (every record)');
+  return { all: true };
 }
 
 /** Runs one full retention pass now, the whole history swept (tests, tools). */

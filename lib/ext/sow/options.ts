@@ -1,7 +1,7 @@
 /** `tidemark:options:map` and `tidemark:command:symbol` values (wire.md 4). */
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { toDurationMs } from '../../address/index.js';
-import { compileOrderBy } from '../../filter/index.js';
+import { compileOrderBy, tokenize } from '../../filter/index.js';
 
 export type Command = 'sow' | 'subscribe' | 'sow_and_subscribe';
 
@@ -35,6 +35,52 @@ function int(name: string, v: unknown, min: number): number {
   return n;
 }
 
+/** Longest interval a Node timer keeps (2^31 - 1 ms, about 24.8 days); longer ones fire after 1 ms. */
+export const MAX_CONFLATION_MS = 2 ** 31 - 1;
+
+/**
+ * `conflation`: a duration (a bare number is seconds, like every duration, decisions.md; typed
+ * AMQP integers too). A negative, fractional or non-finite number is refused by name here
+ * (toDurationMs would show NaN as null), and so is an interval no timer can keep: setInterval
+ * turns it into 1 ms with only a warning on stderr.
+ */
+function conflation(val: unknown): number {
+  if (typeof val === 'number' && !(Number.isInteger(val) && val >= 0)) {
+    throw bad(`tidemark:options:map: conflation must be a duration (e.g. 500ms, 10s) or a whole non-negative number of seconds, got ${String(val)}`);
+  }
+  let ms: number;
+  try { ms = toDurationMs('conflation', val); } catch (e) { throw bad(`tidemark:options:map: ${(e as Error).message}`); }
+  if (ms > MAX_CONFLATION_MS) {
+    throw bad(`tidemark:options:map: conflation ${typeof val === 'string' ? JSON.stringify(val) : String(val)} is ${ms} ms, longer than the longest interval the broker can time (${MAX_CONFLATION_MS} ms, about 24.8 days)`);
+  }
+  return ms;
+}
+
+/**
+ * `conflation_key`: a list of body paths, each read as a content filter reads `/a/b` (the
+ * filter lexer). Anything else (`["not a path"]`, `[""]`) used to be taken as is and gave every
+ * event the same conflation key, so only the last event of an interval survived.
+ * The conflation key is looked up segment by segment from the `/`-separated text, so paths
+ * with an array index (`/a[0]`) or a `/` inside a quoted segment are refused rather than read
+ * wrongly; other quoted segments are kept as their plain text.
+ */
+function conflationKey(val: unknown): string[] {
+  if (!Array.isArray(val)) throw bad('tidemark:options:map: conflation_key must be a list of /paths (e.g. ["/sym"])');
+  return val.map((x, i) => {
+    const p = sym(x);
+    const name = `tidemark:options:map: conflation_key[${i}]`;
+    if (typeof p !== 'string') throw bad(`${name} must be a string /path, got ${x === null ? 'null' : Array.isArray(x) ? 'a list' : typeof x}`);
+    let tokens;
+    try { tokens = tokenize(p); } catch (e) { throw bad(`${name} ${JSON.stringify(p)} is not a /path: ${(e as Error).message}`); }
+    const t = tokens[0];
+    if (tokens.length !== 2 || t?.type !== 'path') throw bad(`${name} ${JSON.stringify(p)} is not a /path into the JSON body (e.g. /sym or /order/id)`);
+    if (t.segments.some((s) => typeof s !== 'string' || s.includes('/'))) {
+      throw bad(`${name} ${JSON.stringify(p)}: a conflation key path cannot have an array index or a '/' inside a segment`);
+    }
+    return '/' + t.segments.join('/');
+  });
+}
+
 export function parseOptions(v: unknown): CommandOptions {
   if (typeof v === 'string') { try { v = JSON.parse(v); } catch { throw bad('tidemark:options:map: value must be a map'); } }
   if (!v || typeof v !== 'object' || Array.isArray(v)) throw bad('tidemark:options:map: value must be a map');
@@ -51,13 +97,8 @@ export function parseOptions(v: unknown): CommandOptions {
         try { compileOrderBy(val); } catch (e) { throw bad(`tidemark:options:map: order_by: ${(e as Error).message}`); }
         o.order_by = val; break;
       case 'oof': if (typeof val !== 'boolean') throw bad('tidemark:options:map: oof must be a boolean'); o.oof = val; break;
-      case 'conflation':
-        // A bare number is seconds, like every duration (decisions.md); typed AMQP integers too.
-        try { o.conflation = toDurationMs('conflation', val); } catch (e) { throw bad(`tidemark:options:map: ${(e as Error).message}`); }
-        break;
-      case 'conflation_key':
-        if (!Array.isArray(val) || !val.every((x) => typeof x === 'string')) throw bad('tidemark:options:map: conflation_key must be a list of paths');
-        o.conflation_key = val as string[]; break;
+      case 'conflation': o.conflation = conflation(val); break;
+      case 'conflation_key': o.conflation_key = conflationKey(val); break;
       case 'bookmark_not_found':
         if (val !== 'now' && val !== 'epoch' && val !== 'fail') throw bad('tidemark:options:map: bookmark_not_found must be now, epoch or fail');
         o.bookmark_not_found = val; break;

@@ -501,7 +501,7 @@ export class SowConsumer implements Consumer {
       this.#sink.closeWhenFlushed();
       return;
     }
-    this.#unsubscribe ??= this.#s.subscribe({ wake: () => this.pump(), close: () => this.#sink.close() });
+    this.#unsubscribe ??= this.#s.subscribe({ wake: () => this.pump(), close: (e) => this.#sink.close(e) });
     this.pump();
   }
 

@@ -35,12 +35,30 @@ function atPath(v: any, segs: (string | number)[]): unknown {
   return v;
 }
 
-/** The key of a record, or an error naming the missing path. */
-export function extractKey(spec: KeySpec, json: unknown, props: Record<string, unknown> | undefined): { key: string } | { missing: string } {
+/**
+ * True when a string is well-formed Unicode (no lone surrogate). A SOW key that is not cannot
+ * be stored faithfully: LevelDB keys are UTF-8, where every lone surrogate becomes U+FFFD, so
+ * two such keys (or one and the key with U+FFFD) would share one row.
+ */
+export const wellFormed: (s: string) => boolean = typeof (String.prototype as any).isWellFormed === 'function'
+  ? (s) => (s as any).isWellFormed()
+  : (s) => !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
+
+/** A key (or key value) for an error description: JSON-quoted (lone surrogates escaped), long ones cut. */
+export function showKey(k: string): string {
+  return k.length > 80 ? JSON.stringify(k.slice(0, 80)) + `… (${k.length} characters)` : JSON.stringify(k);
+}
+
+/**
+ * The key of a record, or an error naming the missing path, or the path whose value is not
+ * well-formed Unicode (see wellFormed).
+ */
+export function extractKey(spec: KeySpec, json: unknown, props: Record<string, unknown> | undefined): { key: string } | { missing: string } | { malformed: string; value: string } {
   const values: unknown[] = [];
   for (const p of spec.paths) {
     const v = p.json ? atPath(json, p.segments) : props?.[p.segments[0] as string];
     if (v === undefined || v === null || v === '' || (typeof v === 'object' && !(v instanceof Date))) return { missing: p.raw };
+    if (typeof v === 'string' && !wellFormed(v)) return { malformed: p.raw, value: v };
     values.push(typeof v === 'bigint' ? v.toString() : v instanceof Date ? v.getTime() : v);
   }
   if (values.length === 1) return { key: String(values[0]) };
