@@ -55,6 +55,11 @@ export interface BrokerConfig {
     idleTimeoutMs: number;
     /** Credit granted to each sending client, topped up once half is used. Default 5000. */
     senderCredit: number;
+    /**
+     * Bytes a connection's socket may hold unwritten (a client that does not read) before the
+     * broker stops sending to it, until the socket drains; 0 = no limit. Default 4 MiB.
+     */
+    maxPendingBytesPerConnection: number;
   };
   /** Group commit: most events in one LevelDB batch. */
   commit: { maxBatch: number };
@@ -115,6 +120,7 @@ const shape: { [k: string]: Shape } = {
   limits: {
     maxFrameSize: 'number', maxMessageSize: 'number', maxConnections: 'number', maxSessionsPerConnection: 'number',
     maxLinksPerSession: 'number', maxUnsettledPerLink: 'number', idleTimeoutMs: 'number', senderCredit: 'number',
+    maxPendingBytesPerConnection: 'number',
   },
   commit: { maxBatch: 'number' },
   compaction: { idleMs: 'number', afterMB: 'number', maxMB: 'number' },

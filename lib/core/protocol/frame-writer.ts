@@ -41,8 +41,24 @@ export class FrameWriter {
   #scheduled = false;
   #closed = false;
   readonly #flushTick = () => { this.#scheduled = false; this.flush(); };
+  /** Called once when the socket next drains (sinks waiting for a client that stopped reading). */
+  readonly #drainWaiters = new Set<() => void>();
+  readonly #onDrain = () => {
+    const waiting = [...this.#drainWaiters];
+    this.#drainWaiters.clear();
+    for (const fn of waiting) { try { fn(); } catch { /* a waiter's failure is its own */ } }
+  };
 
   constructor(socket: net.Socket) { this.#socket = socket; }
+
+  /**
+   * Runs `fn` once when the socket has handed everything it held to the kernel ('drain').
+   * One socket listener however many links wait. Nothing runs if the socket closes first.
+   */
+  whenDrained(fn: () => void): void {
+    if (this.#drainWaiters.size === 0) this.#socket.once('drain', this.#onDrain);
+    this.#drainWaiters.add(fn);
+  }
 
   /**
    * Room for `n` more bytes at #at. A full slab leaves at once rather than at the end of the

@@ -9,6 +9,9 @@
  * dispatch) is rhea's code, step for step. One difference a caller could see: a finished
  * delivery's `frames` is undefined where rhea deletes the property.
  * Equality with rhea's own function is checked in spec/unit/protocol/incoming-delivery.spec.ts.
+ * What rhea's function does not do (aborted deliveries, the session window, link direction,
+ * credit and max-message-size, delivery-ids past 2^32) is done around it, for either
+ * version, by rhea-guards.ts (Session.on_transfer), so this stays rhea's steps exactly.
  */
 
 interface RheaMessageModule {

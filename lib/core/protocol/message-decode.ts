@@ -29,11 +29,20 @@ export interface RheaMessageClasses {
 /** Thrown inside the reader to hand the whole message to rhea. */
 const BAIL: unique symbol = Symbol('left to rhea');
 
+/**
+ * Deepest nesting of lists, maps, arrays (and chained descriptors) the broker decodes. Deeper
+ * values are left to rhea here, whose Reader refuses them as a decode error (rhea-guards.ts):
+ * decoding them by recursion would overflow the stack.
+ */
+export const MAX_NESTING = 256;
+
 // The reader's cursor, shared by the functions below instead of passed around: a decode runs
 // to completion synchronously and calls nothing that could start another one.
 let buf: Buffer = Buffer.alloc(0);
 let pos = 0;
 let end = 0;
+/** Lists, maps and arrays open at pos. */
+let depth = 0;
 
 function need(n: number): void { if (pos + n > end) throw BAIL; }
 
@@ -81,15 +90,18 @@ function list(width: 1 | 4): unknown[] {
   const [stop, count] = sizeCount(width);
   // Each element takes at least one byte: a larger count cannot fit (rhea would overrun).
   if (count > stop - pos) throw BAIL;
+  if (++depth > MAX_NESTING) throw BAIL;
   const items = new Array(count);
   for (let i = 0; i < count; i++) items[i] = value();
   if (pos !== stop) throw BAIL;
+  depth--;
   return items;
 }
 
 function map(width: 1 | 4): Record<string, unknown> {
   const [stop, count] = sizeCount(width);
   if (count > stop - pos) throw BAIL;
+  if (++depth > MAX_NESTING) throw BAIL;
   const result: Record<string, unknown> = {};
   // rhea's mapify: pairs in order, an odd last element read and dropped.
   for (let i = 0; i + 1 < count; i += 2) {
@@ -98,6 +110,7 @@ function map(width: 1 | 4): Record<string, unknown> {
   }
   if (count % 2 === 1) value();
   if (pos !== stop) throw BAIL;
+  depth--;
   return result;
 }
 
@@ -109,9 +122,11 @@ function array(width: 1 | 4): unknown[] {
   // Zero-width element types (null, true, uint0, …) take no bytes: up to 64 Ki of them are
   // read here; a larger claim is left to rhea, which the broker guards (server.ts).
   if (count > stop - pos && !(code >= 0x40 && code <= 0x45 && count <= 65536)) throw BAIL;
+  if (++depth > MAX_NESTING) throw BAIL;
   const items = new Array(count);
   for (let i = 0; i < count; i++) items[i] = body(code);
   if (pos !== stop) throw BAIL;
+  depth--;
   return items;
 }
 
@@ -198,7 +213,7 @@ function bodySection(msg: Record<string, unknown>, typecode: number, classes: Rh
 
 /** The message rhea would decode from `b`, or undefined to let rhea decode it. */
 export function decodeMessage(b: Buffer, classes: RheaMessageClasses): Record<string, unknown> | undefined {
-  buf = b; pos = 0; end = b.length;
+  buf = b; pos = 0; end = b.length; depth = 0;
   const msg = Object.create(classes.messageProto) as Record<string, unknown>;
   try {
     while (pos < end) {

@@ -98,7 +98,7 @@ type SessionProto = Record<string, Fn> & { [APPLIED]?: true };
  * already taken by the link of the opposite role. Begins with NUL, which no real link name
  * in practice does.
  */
-function roleKey(name: string, sender: boolean): string {
+export function roleKey(name: string, sender: boolean): string {
   return `\u0000tidemark:${sender ? 'sender' : 'receiver'}:${name}`;
 }
 

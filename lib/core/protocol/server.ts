@@ -21,6 +21,8 @@ import type { Queue } from '../queue/queue.js';
 import type { ConsumerRequest, ParsedFilter } from '../extensions.js';
 import { logger } from '../log.js';
 import { applyRheaPatches } from './rhea-patches.js';
+import { applyRheaGuards, DELIVERY_ABORTED } from './rhea-guards.js';
+import { PeerError } from './peer-error.js';
 import { tuneRhea } from './rhea-tuning.js';
 import { Transactions } from './transactions.js';
 
@@ -66,6 +68,19 @@ const HARDEN = Symbol('tidemark.harden');
 /** Marks SASL mechanisms that authenticate a user name (PLAIN); see #user. */
 const NAMES_USER = Symbol('tidemark.names-user');
 const PRODUCT = { product: 'tidemark', version: '0.1.0' };
+
+/**
+ * Shortest idle-time-out a peer may ask for, ms. The broker sends its heartbeats at half the
+ * peer's idle-time-out (rhea), so they never come more often than every 100 ms. A peer asking
+ * for less is refused at open with amqp:not-allowed and a description [AMQP 2.4.5: a peer
+ * that cannot support a proposed idle timeout SHOULD close the connection with an error
+ * explaining why]. Sending at a floor instead would not keep such a peer's connection alive
+ * (it would time out between two heartbeats) and would hide the reason; refusing tells it.
+ * 1 ms made the broker write ~840 heartbeats a second.
+ */
+export const MIN_PEER_IDLE_TIMEOUT_MS = 200;
+/** rhea arms setTimeout(idle-time-out / 2); past 2^31-1 ms Node fires after 1 ms instead. */
+const MAX_PEER_IDLE_TIMEOUT_MS = 2 * 0x7fffffff;
 
 /**
  * rhea 3.0.5 computes a sender's credit from a peer's flow without serial-number arithmetic
@@ -142,6 +157,7 @@ export class AmqpServer {
   constructor(backend: ProtocolBackend) {
     this.#backend = backend;
     applyRheaPatches();
+    applyRheaGuards();
     tuneRhea();
     guardArrayDecoding();
     installRawCapture();
@@ -213,6 +229,10 @@ export class AmqpServer {
       // modified is its own outcome: delivery-count +1 / undeliverable-here [AMQP 3.4.5]
       treat_modified_as_released: false,
       autoaccept: false,
+      // Producer credit is ours alone (#topUp: senderCredit, held back while storage lags).
+      // rhea's default credit_window (1000) added its own flow on attach and after every
+      // message, whatever waited for storage, so credit never ran out.
+      credit_window: 0,
     };
     try {
       const conn = new Connection(opts, container);
@@ -290,6 +310,16 @@ export class AmqpServer {
       if (typeof p.container_id !== 'string' || bad(p.max_frame_size, 'number') || bad(p.channel_max, 'number') || bad(p.idle_time_out, 'number') || (typeof p.max_frame_size === 'number' && p.max_frame_size < 512)) {
         throw Object.assign(new ProtocolError('open has fields of the wrong type or range'), { condition: 'amqp:decode-error' });
       }
+      const idle = p.idle_time_out;
+      if (typeof idle === 'number' && idle > 0 && idle < MIN_PEER_IDLE_TIMEOUT_MS) {
+        throw Object.assign(new ProtocolError(
+          `idle-time-out of ${idle} ms is below the ${MIN_PEER_IDLE_TIMEOUT_MS} ms this broker supports (it sends heartbeats at half the idle-time-out, at most every ${MIN_PEER_IDLE_TIMEOUT_MS / 2} ms): ` +
+          `open with an idle-time-out of at least ${MIN_PEER_IDLE_TIMEOUT_MS} ms, or 0 for none [AMQP 2.4.5]`), { condition: 'amqp:not-allowed' });
+      }
+      if (typeof idle === 'number' && idle > MAX_PEER_IDLE_TIMEOUT_MS) {
+        // rhea keeps the peer's open as remote.open: hand it one whose idle-time-out fits a timer.
+        frame = { ...frame, performative: Object.create(p, { idle_time_out: { value: MAX_PEER_IDLE_TIMEOUT_MS } }) };
+      }
       return onOpen.call(conn, frame);
     };
     const onBegin = conn.on_begin;
@@ -315,7 +345,13 @@ export class AmqpServer {
           }
         }
         if (session && session.state && !session.state.local_open && (name === 'transfer' || name === 'flow' || name === 'disposition')) return; // ended by us: ignore until the peer's end
-        return orig.call(conn, frame);
+        try {
+          return orig.call(conn, frame);
+        } catch (err) {
+          // A rule broken with valid frames (rhea-guards.ts): end just the link or session.
+          if (PeerError.is(err)) { server.#onPeerError(conn, err); return; }
+          throw err;
+        }
       };
     }
     // 4. A failed SASL outcome ends the connection [AMQP 5.3.2]: no retries on one socket.
@@ -356,6 +392,27 @@ export class AmqpServer {
     guard(conn.amqp_transport);
     const srv = conn.sasl_transport?.transports?.[3] ?? conn.sasl_transport;
     guard(srv?.transport);
+  }
+
+  /** Ends the endpoint a protocol violation names (rhea-guards.ts), with its condition; the rest carries on. */
+  #onPeerError(conn: any, e: PeerError): void {
+    const where = { condition: e.condition, description: e.message, remote: conn.socket?.remoteAddress, container: conn.remote?.open?.container_id };
+    try {
+      if (e.scope === 'link') {
+        const link: any = e.endpoint;
+        log.info('link detached: the client broke a protocol rule', { link: link?.name, ...where });
+        if (link?.state?.local_open) link.close(e.amqpError);
+      } else if (e.scope === 'session') {
+        const session: any = e.endpoint;
+        log.info('session ended: the client broke a protocol rule', where);
+        if (session?.state?.local_open) session.end(e.amqpError);
+      } else {
+        log.warn('connection closed: the client broke a protocol rule', where);
+        this.#protocolFailure(conn, e.condition, e.message);
+      }
+    } catch (err) {
+      log.debug('could not end the endpoint after a protocol violation', { err: String(err) });
+    }
   }
 
   /** Tells the peer why (header or close frame) and stops all further I/O on the connection. */
@@ -401,6 +458,13 @@ export class AmqpServer {
     c.on('receiver_open', (ctx: any) => this.#guard(ctx, () => this.#onReceiverOpen(ctx)));
     c.on('sender_open', (ctx: any) => this.#guard(ctx, () => this.#onSenderOpen(ctx)));
     c.on('message', (ctx: any) => this.#guard(ctx, () => this.#onMessage(ctx)));
+    // An aborted delivery [AMQP 2.6.14] used a credit and is gone (rhea-guards.ts): top up.
+    c.on(DELIVERY_ABORTED, (ctx: any) => this.#guard(ctx, () => {
+      const receiver = ctx.receiver;
+      if (!receiver || this.#tx.isCoordinatorLink(receiver)) return;
+      const st = this.#state(receiver);
+      if (st) this.#topUp(receiver, st);
+    }));
     // Until our attach reply is written, credit waits: rhea writes a session's transfers
     // before pending attaches, and a transfer ahead of its attach is an unknown handle to the peer.
     const credit = (ctx: any) => this.#guard(ctx, () => { const st = this.#state(ctx.sender); if (st?.ready) st.consumer?.onCredit(); });
@@ -542,6 +606,7 @@ export class AmqpServer {
   #onMessage(ctx: any): void {
     const receiver = ctx.receiver;
     const delivery = ctx.delivery;
+    if (!receiver) return; // only receiving links get messages (rhea-guards.ts refuses the rest)
     // transactions: declare/discharge on a coordinator link (transactions.ts keeps its credit).
     if (this.#tx.isCoordinatorLink(receiver)) { this.#tx.onControl(receiver, delivery, ctx.message); return; }
     const st = this.#linkState(receiver);
@@ -651,7 +716,8 @@ export class AmqpServer {
       this.#refuse(sender, 'source', err);
       return;
     }
-    const sink = new RheaSink(sender, `${req.containerId}/${req.linkName}`, this.#backend.config.limits.maxUnsettledPerLink);
+    const limits = this.#backend.config.limits;
+    const sink = new RheaSink(sender, `${req.containerId}/${req.linkName}`, limits.maxUnsettledPerLink, limits.maxPendingBytesPerConnection);
     st.sink = sink;
     sink.onUnblocked = () => { if (st.ready) st.consumer?.onCredit(); };
     st.queue = q;

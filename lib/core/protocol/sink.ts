@@ -15,6 +15,10 @@ function decimalTag(n: number): Buffer {
   return TAG.subarray(0, len);
 }
 
+/** What the sink reads of a connection's socket (a stand-in when there is none). */
+interface SocketLevel { readonly writableLength: number; readonly writableNeedDrain: boolean }
+const NO_SOCKET: SocketLevel = { writableLength: 0, writableNeedDrain: false };
+
 export class RheaSink implements DeliverySink {
   readonly id: string;
   readonly presettled: boolean;
@@ -23,13 +27,23 @@ export class RheaSink implements DeliverySink {
   /** Deliveries sent unsettled and not yet settled by the receiver. */
   #unsettled = 0;
   readonly #maxUnsettled: number;
+  /** The connection's socket, whose unwritten bytes bound what the broker sends. */
+  readonly #socket: SocketLevel;
+  readonly #maxPending: number;
+  #waitingDrain = false;
 
-  /** `maxUnsettled`: limits.maxUnsettledPerLink; past it nothing more is sent until some settle. */
-  constructor(sender: any, id: string, maxUnsettled = Infinity) {
+  /**
+   * `maxUnsettled`: limits.maxUnsettledPerLink; past it nothing more is sent until some settle.
+   * `maxPendingBytes`: limits.maxPendingBytesPerConnection; while the socket holds more than
+   * that unwritten (the client stopped reading), nothing more is sent until it drains.
+   */
+  constructor(sender: any, id: string, maxUnsettled = Infinity, maxPendingBytes = Infinity) {
     this.#sender = sender;
     this.id = id;
     this.presettled = sender.remote?.attach?.snd_settle_mode === 1;
     this.#maxUnsettled = maxUnsettled > 0 ? maxUnsettled : Infinity;
+    this.#socket = sender.connection?.socket ?? NO_SOCKET;
+    this.#maxPending = maxPendingBytes > 0 ? maxPendingBytes : Infinity;
   }
 
   /** One of our unsettled deliveries was settled by the receiver. */
@@ -50,6 +64,10 @@ export class RheaSink implements DeliverySink {
   credit(): number {
     if (this.#closed || !this.#sender.is_open?.()) return 0;
     if (this.#unsettled >= this.#maxUnsettled) { this.blocked = true; return 0; }
+    // Back-pressure from the socket: a client that does not read would otherwise have every
+    // message it has credit for buffered here (a sow of 80 MB per client). One comparison on
+    // the fast path; 'drain' (which Node emits only after a write said to wait) resumes.
+    if (this.#socket.writableLength > this.#maxPending && this.#socket.writableNeedDrain) return this.#waitForDrain();
     // Without this a synchronous loop would send far past the receiver's credit: rhea
     // decrements link credit when it writes a transfer, not when send() queues it.
     if (this.#sender.sendable()) { this.blocked = false; return Math.max(0, this.#sender.credit - this.#unwritten()); }
@@ -61,6 +79,22 @@ export class RheaSink implements DeliverySink {
       const head = this.#sender.session?.outgoing?.deliveries?.get_head?.();
       if (head?.settled && head.remote_settled && !this.#retry && this.onUnblocked) {
         this.#retry = setTimeout(() => { this.#retry = undefined; this.onUnblocked?.(); }, 1);
+      }
+    }
+    return 0;
+  }
+
+  /** No credit until the socket drains; then the consumer is asked to send again. */
+  #waitForDrain(): number {
+    this.blocked = true;
+    if (!this.#waitingDrain) {
+      const writer = FrameWriter.of(this.#sender.connection);
+      if (writer) {
+        this.#waitingDrain = true;
+        writer.whenDrained(() => {
+          this.#waitingDrain = false;
+          if (!this.#closed) this.onUnblocked?.();
+        });
       }
     }
     return 0;
