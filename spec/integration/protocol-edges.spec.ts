@@ -421,6 +421,24 @@ describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function
     });
   });
 
+  describe('8. a flow and a disposition read together', function () {
+    it('a release that arrives with the credit for the next message (Proton writes the flow first) is redelivered first', async function () {
+      const tb = b.get();
+      await publish(tb.url, 'edges.fifo', ['m0', 'm1']);
+      const c = await RawClient.connect(tb.port); opened.push(c);
+      await c.handshake();
+      c.write(receiverAttach('fifo', 'edges.fifo'));
+      await expectFrame(c, 'attach');
+      c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(1), deliveryCount: t.uint(0), nextIncomingId: t.uint(0) }));
+      expect(await c.waitFor((x) => count(x, 'transfer') >= 1, 3000)).to.equal(true);
+      const released = F.amqp(Code.disposition, [t.bool(true), t.uint(0), t.uint(0), t.bool(true), t.described(0x26, [])]);
+      c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(1), deliveryCount: t.uint(1), nextIncomingId: t.uint(1) }), released);
+      expect(await c.waitFor((x) => count(x, 'transfer') >= 2, 3000)).to.equal(true);
+      const second = c.frames.filter((f) => f.name === 'transfer')[1];
+      expect(second.payload?.includes(Buffer.from('m0')), 'the released m0 comes back before m1').to.equal(true);
+    });
+  });
+
   describe('7. heartbeats: the peer\'s idle-time-out', function () {
     it('1 ms is refused at open with amqp:not-allowed, naming the 200 ms minimum, and draws no heartbeat storm', async function () {
       const c = await RawClient.connect(b.get().port); opened.push(c);

@@ -133,6 +133,8 @@ export interface ParsedFrame {
   fields: unknown[];
   /** the error field of close/end/detach, if any */
   error?: AmqpErrorInfo;
+  /** bytes after the performative (a transfer's message section bytes) */
+  payload?: Buffer;
 }
 
 function plain(v: any): any {
@@ -164,6 +166,7 @@ export function parseFrame(buf: Buffer): ParsedFrame {
   const fields: unknown[] = Array.isArray(v.value) ? v.value : [];
   const name = NAMES[code] ?? '0x' + code.toString(16);
   const f: ParsedFrame = { type, channel, name, fields: fields.map(plain) };
+  if (reader.position < body.length) f.payload = Buffer.from(body.subarray(reader.position));
   const errIdx = code === Code.close || code === Code.end ? 0 : code === Code.detach ? 2 : -1;
   if (errIdx >= 0 && fields[errIdx] !== undefined) f.error = readError(fields[errIdx]);
   return f;

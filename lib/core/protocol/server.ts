@@ -467,7 +467,10 @@ export class AmqpServer {
     }));
     // Until our attach reply is written, credit waits: rhea writes a session's transfers
     // before pending attaches, and a transfer ahead of its attach is an unknown handle to the peer.
-    const credit = (ctx: any) => this.#guard(ctx, () => { const st = this.#state(ctx.sender); if (st?.ready) st.consumer?.onCredit(); });
+    // Credit is acted on once the rest of the socket read is processed: Proton writes a flow
+    // before the disposition that releases the message it had, and answering the flow at once
+    // sent the next message ahead of the released one (FIFO, acceptance A4).
+    const credit = (ctx: any) => queueMicrotask(() => this.#guard(ctx, () => { const st = this.#state(ctx.sender); if (st?.ready) st.consumer?.onCredit(); }));
     c.on('sendable', credit);
     c.on('sender_flow', credit);
     c.on('sender_draining', (ctx: any) => this.#guard(ctx, () => {
