@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { parseScrypt } from './auth.js';
 
 export interface UserConfig {
   /** Plain-text password (development) or an scrypt hash `scrypt$N$r$p$salt-b64$hash-b64`. */
@@ -53,6 +54,8 @@ export interface BrokerConfig {
     maxUnsettledPerLink: number;
     /** Idle time-out advertised and enforced, ms. 0 = none. Default 60000. */
     idleTimeoutMs: number;
+    /** A connection must authenticate and open within this, ms, or within 2 × idleTimeoutMs if sooner (0: only that). Default 10000. */
+    openTimeoutMs: number;
     /** Credit granted to each sending client, topped up once half is used. Default 5000. */
     senderCredit: number;
     /**
@@ -98,9 +101,12 @@ const shape: { [k: string]: Shape } = {
       if (!isObj(v)) throw new ConfigError(`${at}: expected an object of users`);
       for (const [u, spec] of Object.entries(v)) {
         check(spec, { password: 'string', scrypt: 'string' }, `${at}.${u}`, true);
-        // A malformed hash would silently lock the user out: refuse it at load.
+        // A malformed hash, or parameters scrypt refuses, would silently lock the user out; too
+        // costly ones would make every login allocate that much: refuse them at load (auth.ts).
         const h = (spec as UserConfig).scrypt;
-        if (h !== undefined && !/^scrypt\$\d+\$\d+\$\d+\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$/.test(h)) throw new ConfigError(`${at}.${u}.scrypt: expected scrypt$N$r$p$salt$hash (tidemark-config hash-password)`);
+        if (h !== undefined) {
+          try { parseScrypt(h); } catch (e) { throw new ConfigError(`${at}.${u}.scrypt: ${(e as Error).message}`); }
+        }
       }
     },
   },
@@ -119,7 +125,7 @@ const shape: { [k: string]: Shape } = {
   },
   limits: {
     maxFrameSize: 'number', maxMessageSize: 'number', maxConnections: 'number', maxSessionsPerConnection: 'number',
-    maxLinksPerSession: 'number', maxUnsettledPerLink: 'number', idleTimeoutMs: 'number', senderCredit: 'number',
+    maxLinksPerSession: 'number', maxUnsettledPerLink: 'number', idleTimeoutMs: 'number', openTimeoutMs: 'number', senderCredit: 'number',
     maxPendingBytesPerConnection: 'number',
   },
   commit: { maxBatch: 'number' },

@@ -14,7 +14,7 @@ import { RheaSink, deliverOutcome } from './sink.js';
 import { FrameWriter } from './frame-writer.js';
 import { capabilities, nodeProperties, filters as sourceFilters } from './terminus.js';
 import { TidemarkError, Conditions, toAmqpError, amqpInfo } from '../errors.js';
-import type { BrokerConfig } from '../config.js';
+import { ConfigError, type BrokerConfig } from '../config.js';
 import type { Consumer } from '../queue/delivery.js';
 import type { InboundMessage } from '../queue/inbound.js';
 import type { Queue } from '../queue/queue.js';
@@ -33,6 +33,18 @@ const rheaFrames = require('rhea/lib/frames.js');
 /** The capabilities the client asked for that the node has (wire.md 2.1: echo only those that hold). */
 function heldCapabilities(asked: string[], q: Queue): string[] {
   return asked.filter((c) => c === 'queue' || c === 'create-on-demand' || (c === 'durable' && q.def.durable && !q.def.temporary));
+}
+
+/** The TLS listener's key material; a file or key problem names the config key and file. */
+function tlsOptions(t: { key: string; cert: string; ca?: string }): tls.TlsOptions {
+  const read = (field: string, file: string) => {
+    try { return readFileSync(file); } catch (e) { throw new ConfigError(`config.tls.${field}: cannot read ${file}: ${(e as Error).message}`); }
+  };
+  const opts = { key: read('key', t.key), cert: read('cert', t.cert), ca: t.ca ? read('ca', t.ca) : undefined };
+  try { tls.createSecureContext(opts); } catch (e) {
+    throw new ConfigError(`config.tls: the key ${t.key} and certificate ${t.cert}${t.ca ? ` (ca ${t.ca})` : ''} are not usable PEM: ${(e as Error).message}`);
+  }
+  return opts;
 }
 
 const log = logger('protocol');
@@ -184,7 +196,7 @@ export class AmqpServer {
     const tcp = net.createServer((s) => this.#accept(s));
     urls.push(await this.#start(tcp, cfg.listen.host, cfg.listen.port, 'amqp'));
     if (cfg.tls) {
-      const t = tls.createServer({ key: readFileSync(cfg.tls.key), cert: readFileSync(cfg.tls.cert), ca: cfg.tls.ca ? readFileSync(cfg.tls.ca) : undefined }, (s) => this.#accept(s));
+      const t = tls.createServer(tlsOptions(cfg.tls), (s) => this.#accept(s));
       urls.push(await this.#start(t, cfg.tls.host ?? cfg.listen.host, cfg.tls.port, 'amqps'));
     }
     return urls;
@@ -238,9 +250,13 @@ export class AmqpServer {
       const conn = new Connection(opts, container);
       this.#harden(conn, socket, !anon);
       // rhea arms its idle timer only once bytes arrive: a socket that connects and never
-      // sends anything would be held forever. Drop it if it has not opened within 2x idle.
-      if (cfg.limits.idleTimeoutMs > 0) {
-        const silent = setTimeout(() => { if (!conn.state.remote_open) { log.info('closing silent connection', { remote: socket.remoteAddress }); socket.destroy(); } }, cfg.limits.idleTimeoutMs * 2);
+      // sends anything would be held forever. And a connection counts against maxConnections
+      // from its first byte: peers that never authenticate could fill the broker and lock every
+      // login out. So a connection must have authenticated and opened within
+      // limits.openTimeoutMs, and within twice the idle time-out if that is sooner.
+      const openWithin = Math.min(...[cfg.limits.openTimeoutMs, cfg.limits.idleTimeoutMs * 2].filter((ms) => ms > 0));
+      if (Number.isFinite(openWithin)) {
+        const silent = setTimeout(() => { if (!conn.state.remote_open) { log.info('closing a connection that did not authenticate and open in time', { remote: socket.remoteAddress, ms: openWithin }); socket.destroy(); } }, openWithin);
         silent.unref();
         socket.once('close', () => clearTimeout(silent));
       }

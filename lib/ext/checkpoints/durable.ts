@@ -21,6 +21,8 @@ export interface Subscription {
   position: number | null;
   /** Created at, ms. */
   created: number;
+  /** The authenticated user who created it: only that user resumes it (absent in records from before owners were kept). */
+  user?: string;
 }
 
 export function subscriptionKey(containerId: string, linkName: string): Buffer {

@@ -17,7 +17,7 @@ import { SowConsumer, type CheckpointPlan } from '../sow/sow-consumer.js';
 import { commandOf, listAnnotations, COMMAND, BOOKMARK, OPTIONS } from '../sow/index.js';
 import { MarkerSink } from '../sow/marker-sink.js';
 import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
-import { DurableSubscriptions, DurableSink, subscriptionKey } from './durable.js';
+import { DurableSubscriptions, DurableSink, subscriptionKey, type Subscription } from './durable.js';
 
 export const CHECKPOINT = 'tidemark:checkpoint:map';
 
@@ -117,6 +117,11 @@ function isCommandLink(req: ConsumerRequest): boolean {
   return req.filters.has(COMMAND) || req.filters.has(BOOKMARK) || req.filters.has(OPTIONS) || req.filters.has(CHECKPOINT);
 }
 
+/** Its owner, or a user with manage on its queue, sees and ends a durable subscription (docs/security.md). */
+function mayManage(b: BrokerContext, user: string, sub: Subscription): boolean {
+  return sub.user === user || b.extensions.authorize(user, 'manage', sub.queue);
+}
+
 export function checkpointsExtension(): Extension {
   const durables = new DurableSubscriptions();
   /** The link attached to each durable subscription now, by subscription key (latin1): its steal(). */
@@ -146,8 +151,11 @@ export function checkpointsExtension(): Extension {
     const key = subscriptionKey(req.containerId, req.linkName);
     const id = key.toString('latin1');
     let sub = durables.get(key);
+    // (container-id, link name) are the client's to choose: another user naming them gets
+    // neither the subscription nor what queue it reads.
+    if (sub && sub.user !== undefined && sub.user !== req.user) throw new TidemarkError(Conditions.unauthorized, `durable subscription ${req.containerId}/${req.linkName} belongs to another user`);
     if (sub && sub.queue !== queue.name) throw new TidemarkError(Conditions.preconditionFailed, `durable subscription ${req.containerId}/${req.linkName} belongs to queue ${sub.queue}, not ${queue.name}`);
-    if (!sub) { sub = { queue: queue.name, position: null, created: queue.ctx.clock.now() }; durables.save(key, sub); }
+    if (!sub) { sub = { queue: queue.name, position: null, created: queue.ctx.clock.now(), user: req.user }; durables.save(key, sub); }
     const dsink = new DurableSink(sink, durables, key, sub);
     let inner: Consumer;
     if (sub.position !== null && queue.structure instanceof SowStructure) {
@@ -189,10 +197,10 @@ export function checkpointsExtension(): Extension {
       return cp ? openCheckpointed(queue, req, sink, cp) : undefined;
     },
     managementOperations: {
-      async 'SUBSCRIPTION-QUERY'() {
-        return { statusCode: 200, statusDescription: 'OK', body: durables.list() };
+      async 'SUBSCRIPTION-QUERY'(req, b) {
+        return { statusCode: 200, statusDescription: 'OK', body: durables.list().filter((s) => mayManage(b, req.user, s)) };
       },
-      async 'SUBSCRIPTION-DELETE'(req) {
+      async 'SUBSCRIPTION-DELETE'(req, b) {
         // Strings only: a list or map used to be turned into text ("1,2") and named another subscription.
         const body = req.body;
         if (body === null || typeof body !== 'object' || Object.getPrototypeOf(body) !== Object.prototype) { // (a list, binary, data sections)
@@ -202,7 +210,10 @@ export function checkpointsExtension(): Extension {
           if (body[f] !== undefined && typeof body[f] !== 'string') return { statusCode: 400, statusDescription: `SUBSCRIPTION-DELETE: ${f} must be a string` };
         }
         const container = String(body.container ?? ''), link = String(body.link ?? req.name ?? '');
-        if (!durables.delete(subscriptionKey(container, link))) return { statusCode: 404, statusDescription: `no durable subscription ${container}/${link}` };
+        const key = subscriptionKey(container, link);
+        const sub = durables.get(key);
+        // Another user's subscription on a queue this user may not manage: as if it did not exist.
+        if (!sub || !mayManage(b, req.user, sub) || !durables.delete(key)) return { statusCode: 404, statusDescription: `no durable subscription ${container}/${link}` };
         return { statusCode: 204, statusDescription: 'No Content' };
       },
     },

@@ -169,6 +169,12 @@ export function managementExtension(): Extension {
           if (!replyTo) return;
           const q = broker.nodes.get(replyTo);
           if (!q) { log.warn('management reply-to is not a queue here', { replyTo }); return; }
+          // The reply is a publish on the requester's behalf: to a queue it may publish to (or a
+          // temporary reply queue), never one the ACL keeps it from (docs/security.md).
+          if (!q.def.temporary && !broker.extensions.authorize(user, 'publish', replyTo)) {
+            log.warn('management reply-to refused: the requester may not publish there', { replyTo, user });
+            return;
+          }
           const bytes = encodeMessage({
             correlation_id: m.message_id ?? m.correlation_id, to: replyTo,
             application_properties: { statusCode: typed.int(res.statusCode), statusDescription: res.statusDescription }, // int, as AMQP Management has it
