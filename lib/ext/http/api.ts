@@ -7,6 +7,11 @@
  *                                           a SOW query (historical with `at`, a bookmark), run over AMQP
  *   GET /api/queues/:name/history?key=K     one key's retained versions (the timeline)
  *   GET /api/queues/:name/events            live tail as Server-Sent Events (`subscribe` over AMQP)
+ * The last three return message content. The console reads it as ANONYMOUS from loopback
+ * (over AMQP, and the history's direct storage read on its behalf), so they answer 503 when
+ * `auth.anonymous` is false (contentGate), and the history checks the ACL for `anonymous`
+ * like an AMQP browser. Overview and queue statistics carry no content and are always served
+ * (docs/observability.md).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BrokerContext } from '../../core/broker-context.js';
@@ -54,6 +59,15 @@ function intParam(u: URL, name: string, def: number | undefined, max: number): n
   return n;
 }
 
+/** Why the content views are off; the answer of every one of them when `auth.anonymous` is false. */
+export const CONTENT_OFF = 'message content is not served: auth.anonymous is false and the HTTP listener has no authentication; '
+  + 'the console reads queues as ANONYMOUS from loopback (docs/observability.md). Queue statistics, /metrics and /healthz are still served';
+
+/** Throws the 503 of the content views when the broker refuses ANONYMOUS altogether. */
+export function contentGate(b: BrokerContext): void {
+  if (b.config.auth.anonymous === false) throw new HttpError(503, 'unavailable', CONTENT_OFF);
+}
+
 function statusOf(condition: string): number {
   if (condition === 'amqp:not-found') return 404;
   if (condition === 'amqp:invalid-field' || condition === 'amqp:decode-error') return 400;
@@ -92,6 +106,7 @@ export class Api {
     const q = this.#queue(parts[1]);
     if (parts.length === 2) return sendJson(res, 200, queueJson(b, q));
     if (parts.length !== 3) throw new HttpError(404, 'not-found', `no such endpoint: ${u.pathname}`);
+    if (parts[2] === 'sow' || parts[2] === 'history' || parts[2] === 'events') contentGate(b);
     switch (parts[2]) {
       case 'sow': return this.#sow(res, u, q);
       case 'history': return this.#history(res, u, q);
@@ -127,6 +142,11 @@ export class Api {
   async #history(res: ServerResponse, u: URL, q: Queue): Promise<void> {
     const key = u.searchParams.get('key');
     if (key === null || key === '') throw new HttpError(400, 'bad-request', 'history needs ?key=');
+    // A direct storage read: the ACL the AMQP path applies to the console's ANONYMOUS reader
+    // (browse; consume implies it) is checked here, before anything is read.
+    if (!this.#b.extensions.authorize('anonymous', 'browse', q.name)) {
+      throw new HttpError(403, 'amqp:unauthorized-access', `user anonymous may not browse queue ${q.name} (the console reads as anonymous)`);
+    }
     const h = await readKeyHistory(q, key, { limit: intParam(u, 'limit', 1000, 10000) });
     if (!h) throw new HttpError(400, 'bad-request', `queue ${q.name} is not a SOW queue (no sow.key)`);
     const now = this.#b.clock.now();

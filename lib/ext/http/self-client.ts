@@ -4,6 +4,10 @@
  * (wire.md 4: tidemark:command, :content-filter, :bookmark, :options), so the console
  * exercises the public contract rather than a private read path. One connection, opened on
  * first use (ANONYMOUS, from loopback), shared by every request; each query is one receiver.
+ * When `auth.anonymous` is false the API answers 503 before using this client (api.ts,
+ * contentGate). rhea prints a protocol error of a connection (e.g. "SASL layer not enabled",
+ * the broker asking for SASL) with console.error unless something listens for
+ * `protocol_error`: this client listens and logs it, so stderr stays JSON lines.
  */
 import rhea from 'rhea';
 import { jsonBody } from '../../codec/json-body.js';
@@ -121,6 +125,9 @@ export class SelfClient {
       c.once('disconnected', fail);
       c.once('connection_error', fail);
       c.on('error', (err: any) => log.debug('console connection error', { err: String(err?.message ?? err) }));
+      // Without a listener rhea writes the error and the bytes read to stderr (not JSON); the
+      // socket is ended and `disconnected` rejects the pending request.
+      c.on('protocol_error', (err: any) => log.warn('console connection protocol error', { url, err: String(err?.message ?? err) }));
     });
     this.#conn = p;
     return p;

@@ -334,7 +334,11 @@ function liveTail(q) {
     while (list.children.length > 200) list.lastChild.remove();
   });
   es.addEventListener('end', (ev) => { status.textContent = 'Stream ended: ' + (JSON.parse(ev.data).error ?? 'closed'); });
-  es.onerror = () => { status.textContent = 'Disconnected; retrying…'; };
+  es.onerror = () => {
+    if (es.readyState !== EventSource.CLOSED) { status.textContent = 'Disconnected; retrying…'; return; }
+    // Refused (not 200, e.g. 503 when auth.anonymous is false): the JSON answer says why.
+    fetch(`/api/queues/${enc(q.name)}/events`).then((res) => { if (res.ok) { res.body?.cancel(); throw new Error('stream'); } return res.json(); }).then((e) => { status.textContent = 'Live tail unavailable: ' + e.description; }, () => { status.textContent = 'Live tail unavailable'; });
+  };
   return h('section', { class: 'card' }, h('h2', {}, 'Live events'), status, list);
 }
 
