@@ -73,8 +73,27 @@ export class Broker implements BrokerContext, ProtocolBackend {
     b.#compactor = compactor;
     b.committer.onWritten = (ops) => compactor.written(ops);
     b.nodes = new NodeRegistry({ store: b.store, committer: b.committer, clock: b.clock, registry: b.extensions });
-    await b.nodes.recover();
-    for (const [name, q] of Object.entries(config.queues)) b.nodes.declare(name, { durable: q.durable ?? true, arguments: q.arguments ?? {} });
+    // A stored queue whose arguments belong to an extension left out of config.extensions would
+    // be served as a plain consuming queue: a SOW log or a browse-only queue read empty by the
+    // first consumer. Refuse to start instead (the queue is untouched). Arguments whose
+    // extension only adds behaviour (history, limits, TTL...) wait for it to come back.
+    const notLoaded = new Map<string, string>();
+    for (const [name, make] of Object.entries(opts.catalogue)) {
+      if (config.extensions.includes(name)) continue;
+      try { for (const a of make().queueArguments ?? []) if (a.guardsData) notLoaded.set(a.name, name); } catch { /* not describable: skip */ }
+    }
+    try {
+      await b.nodes.recover((queue, arg, value) => {
+        const ext = notLoaded.get(arg);
+        if (ext && value !== false) throw new TidemarkError(Conditions.invalidField, `config.extensions: queue ${queue} was declared with ${arg}, which the "${ext}" extension handles; add "${ext}" to config.extensions (serving the queue without it would lose what it keeps)`);
+      });
+    } catch (e) { await b.store.close(); throw e; }
+    for (const [name, q] of Object.entries(config.queues)) {
+      const { queue, created } = b.nodes.declare(name, { durable: q.durable ?? true, arguments: q.arguments ?? {} });
+      if (!created && JSON.stringify(queue.arguments) !== JSON.stringify(b.nodes.normalizeArguments(q.arguments ?? {}))) {
+        log.warn('config.queues: the queue exists with other arguments; the stored ones stay (delete and re-create it to change them)', { queue: name, stored: queue.arguments, config: q.arguments ?? {} });
+      }
+    }
     for (const ext of b.extensions.all) await ext.start?.(b);
     b.#server = new AmqpServer(b);
     b.urls = await b.#server.listen();

@@ -20,6 +20,12 @@ export interface QueueArgumentSpec {
   parse(value: unknown): unknown;
   /** A different value on re-declaration is `amqp:precondition-failed` (SOW/history shape). */
   strict?: boolean;
+  /**
+   * A stored queue with this argument is not served without the extension that claims it:
+   * served as a plain queue, consumers would remove what it keeps (a SOW log, a browse-only
+   * queue's messages). The broker refuses to start instead.
+   */
+  guardsData?: boolean;
 }
 
 /** A source filter an extension understands, matched by descriptor (wire.md 4). */

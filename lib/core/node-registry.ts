@@ -124,13 +124,15 @@ export class NodeRegistry {
     return q;
   }
 
-  async recover(): Promise<void> {
+  /** `check(queue, argument, value)` may refuse a stored queue's argument (an extension not loaded). */
+  async recover(check?: (queue: string, argument: string, value: unknown) => void): Promise<void> {
     const store = this.#ctx.store;
     const idv = await store.get(counterKey('next-queue-id'));
     if (idv) this.#nextId = idv.readUInt32BE(0);
     const rows = await store.all({ gte: Buffer.from([CoreTables.meta]), lt: Buffer.from([CoreTables.meta + 1]) });
     for (const [, v] of rows) {
       const def = JSON.parse(v.toString('utf8')) as QueueDefinition;
+      if (check) for (const [a, v] of Object.entries(def.arguments ?? {})) check(def.name, a, v);
       this.#nextId = Math.max(this.#nextId, def.id + 1);
       const q = this.#build(def);
       const max = await q.structure.recover();

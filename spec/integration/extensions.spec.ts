@@ -95,6 +95,30 @@ describe('extensions: history, replay and checkpoints build on sow', function ()
     } finally { rmSync(dataDir, { recursive: true, force: true }); }
   });
 
+  it('a stored SOW or browse-only queue is not served without its extension: the broker refuses to start, the data stays', async () => {
+    const dataDir = tempDir();
+    try {
+      let tb = await startTestBroker({}, { dataDir });
+      await send(tb.url, sowQueue('s.guard'), [{ body: '{"id":"a","v":1}' }]);
+      await send(tb.url, { address: 'b.guard', capabilities: ['create-on-demand'], dynamic_node_properties: { 'qpid.browse-only': true } }, [{ body: 'kept' }]);
+      await tb.stop();
+      // served as plain queues, a consumer would have emptied the SOW log and the browse-only queue
+      const noSow = await startTestBroker({ extensions: ['ttl', 'browse-only', 'management'] }, { dataDir }).then((t) => t.stop().then(() => 'started'), (e) => (e as Error).message);
+      expect(noSow).to.match(/queue s\.guard was declared with sow\.key, which the "sow" extension handles; add "sow" to config\.extensions/);
+      const noBrowse = await startTestBroker({ extensions: ['sow', 'management'] }, { dataDir }).then((t) => t.stop().then(() => 'started'), (e) => (e as Error).message);
+      expect(noBrowse).to.match(/queue b\.guard was declared with qpid\.browse-only, which the "browse-only" extension handles/);
+      tb = await startTestBroker({}, { dataDir });
+      try {
+        const c = await connect(tb.url);
+        try {
+          const sub = await openReceiver(c, { address: 's.guard', filter: tmFilters({ command: 'subscribe', bookmark: '0' }) });
+          const got = await collect(sub, { credit: 10, idleMs: 1000, until: (m) => cmdOf(m) === 'completed' });
+          expect(got.filter((m) => cmdOf(m) === 'publish')).to.have.length(1);
+        } finally { await c.close(); }
+      } finally { await tb.stop(); }
+    } finally { rmSync(dataDir, { recursive: true, force: true }); }
+  });
+
   describe('with all of them (the default)', () => {
     let tb: TestBroker;
     let conn: Conn;

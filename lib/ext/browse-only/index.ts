@@ -10,7 +10,7 @@ import { toBool } from '../../address/index.js';
 export function browseOnlyExtension(): Extension {
   return {
     name: 'browse-only',
-    queueArguments: [{ name: 'qpid.browse-only', aliases: ['browse-only'], parse: (v) => toBool('qpid.browse-only', v) }],
+    queueArguments: [{ name: 'qpid.browse-only', aliases: ['browse-only'], guardsData: true, parse: (v) => toBool('qpid.browse-only', v) }],
     configureQueue({ queue, arguments: args }) {
       if (args['qpid.browse-only'] === true) queue.browseOnly = true;
     },

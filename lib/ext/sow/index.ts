@@ -85,7 +85,7 @@ export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extensio
   return {
     name: 'sow',
     queueArguments: [
-      { name: 'sow.key', strict: true, parse: (v) => { const s = toStr('sow.key', v); parseKeySpec(s); return s; } },
+      { name: 'sow.key', strict: true, guardsData: true, parse: (v) => { const s = toStr('sow.key', v); parseKeySpec(s); return s; } },
     ],
     validateArguments(args) {
       if (args['sow.key'] !== undefined && (args['qpid.max_count'] !== undefined || args['qpid.max_size'] !== undefined)) {
