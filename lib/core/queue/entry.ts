@@ -18,6 +18,8 @@ export class Entry {
   acquiredBy: object | null = null;
   /** Gone from the queue (consumed, expired, dropped, replaced, purged). */
   removed = false;
+  /** Dropped by a prepared event whose batch is not yet durable (it leaves when it is). */
+  dropping = false;
   /** Durable in storage: only committed entries are delivered (dispatch after commit). */
   committed = false;
   /** Consumers that answered modified(undeliverable-here). */

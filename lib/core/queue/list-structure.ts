@@ -20,10 +20,21 @@ import { logger } from '../log.js';
 
 const log = logger('queue');
 
+/**
+ * The queue as admission sees it: without the entries an earlier prepared event already drops
+ * (they leave when its batch is durable), so a full ring drops one entry per message, not
+ * every earlier drop of the batch again.
+ */
+export interface AdmissionView {
+  readonly depth: number;
+  readonly bytes: number;
+  live(): Iterable<Entry>;
+}
+
 /** Decides what happens when a message arrives: drop others (ring, LVQ) or refuse it (reject). */
 export interface AdmissionPolicy {
   /** Returns entries to remove to make room, or throws TidemarkError to refuse `incoming`. */
-  admit(list: MessageList, incoming: Entry, msg: InboundMessage): Entry[] | void;
+  admit(list: AdmissionView, incoming: Entry, msg: InboundMessage): Entry[] | void;
 }
 
 /** Options for a consumer on a list queue, beyond the link request. */
@@ -70,8 +81,8 @@ export class ListStructure implements QueueStructure {
     if (this.#filtering > 0) e.view = msg.message;
     const dropped: Entry[] = [];
     for (const p of this.admission) {
-      const d = p.admit(this.list, e, msg);
-      if (d) for (const x of d) if (!x.removed && !dropped.includes(x)) dropped.push(x);
+      const d = p.admit(this.#admissionView, e, msg);
+      if (d) for (const x of d) if (!x.removed && !x.dropping) { x.dropping = true; dropped.push(x); this.#droppingCount++; this.#droppingBytes += x.size; }
     }
     const q = this.queue;
     const ops: BatchOp[] = [];
@@ -87,14 +98,32 @@ export class ListStructure implements QueueStructure {
     this.#append(e);
     return {
       ops,
-      committed: () => { for (const d of dropped) this.#remove(d, 'dropped', false); e.committed = true; this.dispatch(); },
+      committed: () => { for (const d of dropped) { this.#undrop(d); this.#remove(d, 'dropped', false); } e.committed = true; this.dispatch(); },
       failed: () => {
+        for (const d of dropped) this.#undrop(d);
         this.#remove(e, 'dropped', false);
         // The displaced entries stay; re-announce them so indexes that pointed at `e` (the LVQ
         // key map) point back at them.
         for (const d of dropped) if (!d.removed) for (const h of this.onAppended) h(d);
       },
     };
+  }
+
+  #droppingCount = 0;
+  #droppingBytes = 0;
+  readonly #admissionView: AdmissionView = (() => {
+    const self = this; // eslint-disable-line @typescript-eslint/no-this-alias
+    return {
+      get depth() { return self.list.depth - self.#droppingCount; },
+      get bytes() { return self.list.bytes - self.#droppingBytes; },
+      *live() { for (const x of self.list.live()) if (!x.dropping) yield x; },
+    };
+  })();
+
+  #undrop(d: Entry): void {
+    if (!d.dropping) return;
+    d.dropping = false;
+    this.#droppingCount--; this.#droppingBytes -= d.size;
   }
 
   #headOp(): BatchOp {
@@ -164,6 +193,7 @@ export class ListStructure implements QueueStructure {
 
   /** Removes an entry for good; `persist` writes the delete (acks, expiry, purge). */
   #remove(e: Entry, reason: 'consumed' | 'expired' | 'dropped' | 'purged', persist: boolean): void {
+    this.#undrop(e); // gone another way before the batch dropping it was durable
     if (!this.list.remove(e)) return;
     if (reason === 'expired') this.queue.counters.expired++;
     if (persist && this.queue.durable) {
