@@ -338,7 +338,10 @@ export function openReceiver(conn: Connected, opts: Record<string, unknown>, tim
         setTimeout(() => finish(new ToolError(describeError(rcv.error ?? { description: 'the broker refused the link (null source)' }))), 2000);
         return;
       }
-      finish();
+      // A detach read together with the attach (a link refused or ended at once) is handled
+      // before this runs, and so rejects: resolving now would leave the caller a closed link
+      // whose close event it never sees.
+      setImmediate(() => finish());
     });
     rcv.once('receiver_close', () => finish(new ToolError(describeError(rcv.error))));
     rcv.once('receiver_error', () => finish(new ToolError(describeError(rcv.error))));
