@@ -18,6 +18,17 @@ import { SelfClient } from '../../lib/ext/http/self-client.js';
 const SECRET = '123-45-6789';
 const ALL = ['create', 'publish', 'consume', 'browse', 'manage'];
 const sowArgs = { 'sow.key': '/id', 'sow.history.window': '1d' };
+const ADMIN = { username: 'admin', password: 'adminpw' };
+
+/** A broker with HTTP on, user admin (all rights), a default-deny ACL plus `rules`, and SOW queues with history. */
+function startSecureBroker(anonymous: boolean | 'loopback', rules: object[], queues: string[]): Promise<TestBroker> {
+  return startTestBroker({
+    http: { enabled: true, host: '127.0.0.1', port: 0 },
+    auth: { anonymous, users: { admin: { password: ADMIN.password } } },
+    acl: { default: 'deny', rules: [{ user: 'admin', queue: '*', allow: ALL }, ...rules] },
+    queues: Object.fromEntries(queues.map((q) => [q, { durable: true, arguments: sowArgs }])),
+  });
+}
 
 /** Publishes JSON bodies as a PLAIN user; expects every one accepted. */
 async function publishAs(url: string, user: { username: string; password: string }, address: string, bodies: object[]): Promise<void> {
@@ -45,15 +56,10 @@ describe('security fixes: HTTP content views with auth.anonymous false (audit 1)
   this.timeout(60_000);
   let tb: TestBroker;
   let http: string;
-  const admin = { username: 'admin', password: 'adminpw' };
+  const admin = ADMIN;
 
   before(async function () {
-    tb = await startTestBroker({
-      http: { enabled: true, host: '127.0.0.1', port: 0 },
-      auth: { anonymous: false, users: { admin: { password: admin.password } } },
-      acl: { default: 'deny', rules: [{ user: 'admin', queue: '*', allow: ALL }] },
-      queues: { 'secret.sow': { durable: true, arguments: sowArgs } },
-    });
+    tb = await startSecureBroker(false, [], ['secret.sow']);
     http = tb.broker.httpUrl!;
     await publishAs(tb.url, admin, 'secret.sow', [{ id: 'k1', ssn: SECRET }, { id: 'k1', ssn: SECRET, v: 2 }]);
   });
@@ -113,15 +119,10 @@ describe('security fixes: the history view follows the ACL of anonymous (audit 1
   this.timeout(60_000);
   let tb: TestBroker;
   let http: string;
-  const admin = { username: 'admin', password: 'adminpw' };
+  const admin = ADMIN;
 
   before(async function () {
-    tb = await startTestBroker({
-      http: { enabled: true, host: '127.0.0.1', port: 0 },
-      auth: { anonymous: 'loopback', users: { admin: { password: admin.password } } },
-      acl: { default: 'deny', rules: [{ user: 'admin', queue: '*', allow: ALL }, { user: 'anonymous', queue: 'open.*', allow: ['browse'] }] },
-      queues: { 'secret.sow': { durable: true, arguments: sowArgs }, 'open.sow': { durable: true, arguments: sowArgs } },
-    });
+    tb = await startSecureBroker('loopback', [{ user: 'anonymous', queue: 'open.*', allow: ['browse'] }], ['secret.sow', 'open.sow']);
     http = tb.broker.httpUrl!;
     await publishAs(tb.url, admin, 'secret.sow', [{ id: 'k1', ssn: SECRET }]);
     await publishAs(tb.url, admin, 'open.sow', [{ id: 'k1', v: 'public' }]);
