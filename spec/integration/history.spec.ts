@@ -320,6 +320,31 @@ describe('history and replay (semantics.md 6, 7)', function () {
     expect(paced.versions.size).to.equal(versions - 1);
   });
 
+  it('the background sweep of a new queue reads nothing until a version is due; after a restart one pass finds out what is', async function () {
+    // A new queue started as "not known yet", so from its first second the sweep read its
+    // whole history, 20000 rows a second, under load and then idle (about a minute of reads
+    // after loading 1M versions), with nothing to purge for a whole window.
+    const q = 'h.sweep.fresh';
+    clock.set(T0);
+    await send(tb.url, histQueue(q, { 'sow.history.window': '100s' }), ['a', 'b', 'c'].map((k) => pub({ id: k, v: 0 })));
+    await at(T0 + 10 * S, q, ['a', 'b', 'c'].map((k) => pub({ id: k, v: 1 })));
+    let s = tb.broker.nodes.get(q)!.structure as any;
+    clock.set(T0 + 50 * S);
+    for (let i = 0; i < 5; i++) await s.trim(T0 + 50 * S, false, 3);
+    expect(s.sweepPasses, 'no pass over a new queue while nothing is due').to.equal(0);
+    expect(s.historyVersions).to.equal(6);
+    await tb.restart();
+    s = tb.broker.nodes.get(q)!.structure as any;
+    for (let i = 0; i < 20 && s.sweepPasses === 0; i++) await s.trim(T0 + 50 * S, false, 3);
+    expect(s.sweepPasses, 'a recovered queue with history gets one pass').to.equal(1);
+    expect(s.historyVersions, 'nothing was due').to.equal(6);
+    for (let i = 0; i < 5; i++) await s.trim(T0 + 50 * S, false, 3);
+    expect(s.sweepPasses, 'and none after it while nothing is due').to.equal(1);
+    clock.set(T0 + 111 * S);
+    for (let i = 0; i < 20 && s.sweepPasses === 1; i++) await s.trim(T0 + 111 * S, false, 3);
+    expect(s.historyVersions, 'the superseded versions go once due').to.equal(3);
+  });
+
   it('a restart with 150k history versions recovers them and answers current and historical queries', async function () {
     // Recovery used to build one purge entry per superseded version and push them with a
     // spread: past ~120k versions the restart died with "Maximum call stack size exceeded".

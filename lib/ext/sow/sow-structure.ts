@@ -402,6 +402,8 @@ export class SowStructure implements QueueStructure {
       } finally { await cursor.close(); }
       if (prevKey && G) endGroup();
       this.historyVersions = n;
+      // Superseded versions may be due: the first sweep passes over them all to find out.
+      if (n > 0) this.#earliestSupersede = -Infinity;
     }
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
     if (head) max = Math.max(max, readScn(head, 0) - 1);
@@ -637,9 +639,10 @@ export class SowStructure implements QueueStructure {
   /**
    * Earliest time a retained version stopped being current (superseded, or a tombstone
    * written): while the horizon has not passed it, no version can be purged and the
-   * background sweep is skipped. -Infinity = not known yet (after start: one pass finds out).
+   * background sweep is skipped. Infinity = none (a new queue); -Infinity = not known yet
+   * (recovered with history rows: one pass finds out).
    */
-  #earliestSupersede = -Infinity;
+  #earliestSupersede = Infinity;
   /** The same, for events committed since the current sweep pass started. */
   #supersedeSincePass = Infinity;
 
