@@ -10,6 +10,7 @@ import type { Extension, ConsumerRequest } from '../../core/extensions.js';
 import type { Queue } from '../../core/queue/queue.js';
 import type { DeliverySink } from '../../core/queue/delivery.js';
 import { ListStructure } from '../../core/queue/list-structure.js';
+import type { Entry } from '../../core/queue/entry.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { toDurationMs, toInt } from '../../address/index.js';
 import { SowStructure } from '../sow/sow-structure.js';
@@ -120,12 +121,13 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
 
 /** Drops a plain queue's committed messages older than `horizon` (oldest first: entries are in arrival order). */
 export function trimListByAge(list: ListStructure, horizon: number): number {
-  let n = 0;
-  for (const e of [...list.list.live()]) {
-    if (e.ts >= horizon) break;
-    if (!e.committed) break;
-    list.removeEntry(e, 'dropped');
-    n++;
+  // Collect first (removing splices the list under its iterator), and only the due front:
+  // copying the whole list every second cost a pass over every queued message.
+  const due: Entry[] = [];
+  for (const e of list.list.live()) {
+    if (e.ts >= horizon || !e.committed) break;
+    due.push(e);
   }
-  return n;
+  for (const e of due) list.removeEntry(e, 'dropped');
+  return due.length;
 }
