@@ -3,7 +3,7 @@
  * not a pass over the queue (lib/core/queue/list-structure.ts).
  */
 import { expect } from 'chai';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { useBroker } from '../support/broker.js';
 import { connect, openReceiver, collect, send, receive } from '../support/client.js';
 import { ManualClock } from '../../lib/index.js';
 import type { ListStructure } from '../../lib/core/queue/list-structure.js';
@@ -12,10 +12,11 @@ const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
 
 describe('list queue expiry (semantics: message TTL)', function () {
   this.timeout(60000);
-  let clock: ManualClock;
-  let tb: TestBroker;
-  beforeEach(async () => { clock = new ManualClock(T0); tb = await startTestBroker({}, { clock }); });
-  afterEach(async () => { await tb.stop(); });
+  // One broker for the file: each case uses queues of its own and starts the clock at T0.
+  const clock = new ManualClock(T0);
+  const b = useBroker({}, { clock });
+  let tb: ReturnType<typeof b.get>;
+  beforeEach(() => { clock.set(T0); tb = b.get(); });
 
   const list = (q: string) => tb.broker.nodes.get(q)!.structure as ListStructure;
   const accepted = (out: Array<{ state: string }>) => expect(out.every((o) => o.state === 'accepted'), JSON.stringify(out)).to.equal(true);
