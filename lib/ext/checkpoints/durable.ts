@@ -71,18 +71,25 @@ export class DurableSubscriptions {
  * Wraps a link's sink: deliveries are sent unsettled so their acceptance can be seen, and the
  * subscription's position moves to the SCN of the newest delivery whose predecessors were all
  * accepted (a released one holds it back; snapshot records move nothing; group_end moves it to
- * the snapshot SCN).
+ * the snapshot SCN). A released delivery is not sent again on this link (the outcome is final),
+ * so once it reaches the front the position stays there for the rest of the link, and the next
+ * attach resumes from it: from then on nothing is tracked (it was one entry per delivery, kept
+ * for the life of the link).
  */
 export class DurableSink implements DeliverySink {
   readonly inner: DeliverySink;
   readonly #subs: DurableSubscriptions;
   readonly #key: Buffer;
   readonly #sub: Subscription;
-  readonly #outstanding: Array<{ position: number; done: boolean }> = [];
+  #outstanding: Array<{ position: number; done: boolean; released?: boolean }> = [];
+  /** A released delivery holds the position for the rest of this link. */
+  #held = false;
 
   constructor(inner: DeliverySink, subs: DurableSubscriptions, key: Buffer, sub: Subscription) {
     this.inner = inner; this.#subs = subs; this.#key = key; this.#sub = sub;
   }
+  /** Deliveries whose outcome the position still waits for (statistics, tests). */
+  get tracked(): number { return this.#outstanding.length; }
   get id() { return this.inner.id; }
   get presettled() { return this.inner.presettled; }
   credit(): number { return this.inner.credit(); }
@@ -90,8 +97,8 @@ export class DurableSink implements DeliverySink {
   close(error?: TidemarkError): void { this.inner.close(error); }
 
   send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {
-    if (opts?.position === undefined) { this.inner.send(bytes, onOutcome, opts); return; }
-    const item = { position: opts.position, done: false };
+    if (opts?.position === undefined || this.#held) { this.inner.send(bytes, onOutcome, opts); return; }
+    const item: { position: number; done: boolean; released?: boolean } = { position: opts.position, done: false };
     this.#outstanding.push(item);
     if (opts.settled || this.inner.presettled) {
       // Markers (pre-settled) and pre-settled links count as consumed when sent.
@@ -101,7 +108,8 @@ export class DurableSink implements DeliverySink {
       return;
     }
     this.inner.send(bytes, (o) => {
-      if (o.type !== 'released') item.done = true;
+      if (o.type === 'released') item.released = true;
+      else item.done = true;
       onOutcome?.(o);
       this.#advance();
     }, opts);
@@ -109,6 +117,7 @@ export class DurableSink implements DeliverySink {
 
   /** A position reached without a delivery (the snapshot end on a link without markers). */
   advanceTo(position: number): void {
+    if (this.#held) return;
     this.#outstanding.push({ position, done: true });
     this.#advance();
   }
@@ -119,6 +128,7 @@ export class DurableSink implements DeliverySink {
       const it = this.#outstanding.shift()!;
       if (it.position >= 0 && (this.#sub.position === null || it.position > this.#sub.position)) { this.#sub.position = it.position; moved = true; }
     }
+    if (this.#outstanding[0]?.released) { this.#held = true; this.#outstanding = []; }
     if (moved) this.#subs.save(this.#key, this.#sub);
   }
 }

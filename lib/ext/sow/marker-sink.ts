@@ -5,10 +5,11 @@
 import type { DeliverySink, Outcome, SendOptions } from '../../core/queue/delivery.js';
 import type { TidemarkError } from '../../core/errors.js';
 import { joinSplit, type SplitMessage } from '../../codec/message-bytes.js';
+import { Fifo } from '../../core/fifo.js';
 
 export class MarkerSink implements DeliverySink {
   readonly inner: DeliverySink;
-  readonly #pending: Array<{ bytes: Buffer; position?: number }> = [];
+  readonly #pending = new Fifo<{ bytes: Buffer; position?: number }>();
   #closeAfter: { error?: TidemarkError } | undefined;
   constructor(inner: DeliverySink) { this.inner = inner; }
   get id() { return this.inner.id; }

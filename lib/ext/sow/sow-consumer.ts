@@ -26,6 +26,7 @@ import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';
 import { PageIndex, type PageEntry } from './paging.js';
 import type { Command, CommandOptions } from './options.js';
 import { logger } from '../../core/log.js';
+import { Fifo } from '../../core/fifo.js';
 
 const log = logger('sow');
 
@@ -75,7 +76,7 @@ export class SowConsumer implements Consumer {
   readonly #plan: SowPlan;
   #phase: 'starting' | 'snapshot' | 'events' | 'done' = 'starting';
   /** Snapshot rows ready to send. */
-  #rows: Row[] = [];
+  #rows = new Fifo<Row>();
   #rowsDone = false;
   /** The SOW table at the snapshot, keys as SOW keys. */
   #snapshotCursor?: Cursor<string>;
@@ -87,7 +88,7 @@ export class SowConsumer implements Consumer {
   #replayTarget = 0;
   #completedSent = false;
   /** Log rows fetched while behind the ring. */
-  #logRows: SowEvent[] = [];
+  #logRows = new Fifo<SowEvent>();
   /** Bumped when #logRows is reset, so a read started before cannot refill it. */
   #logGeneration = 0;
   #fetching = false;
@@ -110,7 +111,7 @@ export class SowConsumer implements Consumer {
   /** Paginated subscription (top_n + skip_n): every matching record in page order; #delivered is the page. */
   #paging?: PageIndex;
   /** Messages one event produced beyond the first, sent as credit allows before the next event. */
-  readonly #outbox: Array<{ bytes: Buffer; ann: Record<string, unknown>; ev?: SowEvent }> = [];
+  readonly #outbox = new Fifo<{ bytes: Buffer; ann: Record<string, unknown>; ev?: SowEvent }>();
   /** Broker time the snapshot is taken at: records whose TTL passed by then are not in it. */
   #snapAt = 0;
 
@@ -358,8 +359,9 @@ export class SowConsumer implements Consumer {
     }
     const o = this.#plan.options;
     const start = o.skip_n ?? 0;
-    this.#rows = all.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
-    if (this.#paging) this.#loadPaging(all, envs, this.#rows);
+    const page = all.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
+    this.#rows = new Fifo(page);
+    if (this.#paging) this.#loadPaging(all, envs, page);
     this.#skipped = o.skip_n ?? 0;
     this.#rowsDone = true;
     this.#sortedLoaded = true;
@@ -431,8 +433,9 @@ export class SowConsumer implements Consumer {
       rows.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
     }
     const start = o.skip_n ?? 0;
-    this.#rows = rows.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
-    if (this.#paging) this.#loadPaging(rows, new Map(rows.map((r) => [r, new MessageEnv(decodeMessage(r.bytes))] as const)), this.#rows);
+    const page = rows.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
+    this.#rows = new Fifo(page);
+    if (this.#paging) this.#loadPaging(rows, new Map(rows.map((r) => [r, new MessageEnv(decodeMessage(r.bytes))] as const)), page);
     this.#skipped = start;
     this.#sortedLoaded = true;
     this.#rowsDone = true;
@@ -511,7 +514,7 @@ export class SowConsumer implements Consumer {
     if (this.#logRows.length) {
       const ev = this.#logRows.shift()!;
       // Read the next log chunk while this one is sent, unless the ring takes over after it.
-      if (this.#logRows.length === LOG_LOW_WATER && !this.#fetching && s.ringIndexAfter(this.#logRows[LOG_LOW_WATER - 1].scn) < 0) {
+      if (this.#logRows.length === LOG_LOW_WATER && !this.#fetching && s.ringIndexAfter(this.#logRows.at(LOG_LOW_WATER - 1)!.scn) < 0) {
         this.#fetchLog().catch((err) => this.#fail(err));
       }
       return ev;
@@ -524,9 +527,9 @@ export class SowConsumer implements Consumer {
       // bootstraps again from scratch (semantics.md 8): group_begin tells it to reset.
       this.#plan.checkpoint.bootstrap = {};
       this.#plan.checkpoint.skip = 0;
-      this.#logRows = [];
+      this.#logRows = new Fifo();
       this.#logGeneration++; // a log read still in flight belongs to the old position
-      this.#rows = []; this.#rowsDone = false; this.#sent = 0; this.#skipped = 0;
+      this.#rows = new Fifo(); this.#rowsDone = false; this.#sent = 0; this.#skipped = 0;
       this.#completedSent = false;
       this.#phase = 'starting';
       this.#startBootstrapSnapshot(this.#plan.checkpoint.bootstrap);
@@ -551,7 +554,7 @@ export class SowConsumer implements Consumer {
       // One read of up to LOG_CHUNK events per call, after the last event read (a read-ahead
       // starts while earlier rows are still waiting to be sent).
       const pending = this.#logRows.length;
-      const after = pending ? this.#logRows[pending - 1].scn : this.#position;
+      const after = pending ? this.#logRows.at(pending - 1)!.scn : this.#position;
       const cursor = q.ctx.store.cursor({ gte: scnKey(CoreTables.log, q.id, after + 1), lt: scnKey(CoreTables.log, q.id, q.committedScn + 1), limit: LOG_CHUNK });
       let rows: Array<[Buffer, Buffer]>;
       try { rows = await cursor.next(LOG_CHUNK); } finally { await cursor.close(); }
