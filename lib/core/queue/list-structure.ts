@@ -243,7 +243,10 @@ export class ListStructure implements QueueStructure {
 
   /** @internal */
   detach(c: ListConsumer): void {
-    if (this.#consumers.delete(c) && c.req.predicates.length) this.#filtering--;
+    if (this.#consumers.delete(c) && c.req.predicates.length && --this.#filtering === 0) {
+      // Decoded views are kept for filtering consumers only: the last one is gone.
+      for (const e of this.list.live()) { e.view = undefined; e.env = undefined; }
+    }
     this.#rr = this.#rr.filter((x) => x !== c);
   }
 
@@ -251,6 +254,7 @@ export class ListStructure implements QueueStructure {
   released(e: Entry): void {
     e.acquiredBy = null;
     if (e.pos < this.#hint) this.#hint = e.pos;
+    for (const c of this.#rr) if (e.pos < c.skipTo) c.skipTo = e.pos;
     this.dispatch();
   }
 
@@ -268,17 +272,29 @@ export class ListStructure implements QueueStructure {
     return false;
   }
 
-  /** Next unacquired, committed, matching entry for an acquiring consumer. */
+  /**
+   * Next unacquired, committed, matching entry for an acquiring consumer. The queue's hint
+   * skips what no consumer can take; the consumer's own `skipTo` also skips what it has
+   * already turned down (a filter that does not match, modified undeliverable-here), so each
+   * entry is tested once per consumer rather than on every dispatch: with a filter that
+   * matched nothing, each publish to a 200k-deep queue used to test all 200k (11 ms each).
+   * A released entry moves `skipTo` back (released()); a compaction renumbers positions, so
+   * the scan starts over from the hint.
+   */
   #nextAvailable(c: ListConsumer, now: number): Entry | undefined {
+    if (c.skipEpoch !== this.list.epoch) { c.skipTo = 0; c.skipEpoch = this.list.epoch; }
     const end = this.list.end;
-    let pos = Math.max(this.#hint, this.list.start);
-    let advancing = true;
+    const from = Math.max(this.#hint, this.list.start);
+    let pos = Math.max(from, c.skipTo);
+    // The hint only moves over a run that starts at it (entries before skipTo may be free for others).
+    let advancing = pos === from;
     for (; pos < end; pos++) {
       const e = this.list.at(pos)!;
-      if (e.removed || e.acquiredBy) { if (advancing) this.#hint = pos + 1; continue; }
+      if (e.removed || e.acquiredBy) { if (advancing) this.#hint = pos + 1; c.skipTo = pos + 1; continue; }
       if (!e.committed) break;
-      if (this.#expired(e, now)) { if (advancing) this.#hint = pos + 1; continue; }
+      if (this.#expired(e, now)) { if (advancing) this.#hint = pos + 1; c.skipTo = pos + 1; continue; }
       advancing = false;
+      c.skipTo = pos + 1; // taken now, or turned down for good
       if (e.excluded?.has(c)) continue;
       if (!c.matches(e)) continue;
       return e;
@@ -358,6 +374,9 @@ export class ListConsumer implements Consumer {
   pos: number;
   lastScn: number;
   epoch: number;
+  /** Acquiring: the position before which this consumer has nothing to take (see #nextAvailable), and the list epoch it belongs to. */
+  skipTo = 0;
+  skipEpoch = 0;
   closed = false;
   #caughtUp = false;
   readonly #unsettled = new Set<Entry>();
