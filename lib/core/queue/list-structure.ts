@@ -112,18 +112,36 @@ export class ListStructure implements QueueStructure {
 
   #droppingCount = 0;
   #droppingBytes = 0;
+  /**
+   * Admission sees the queue without what earlier prepares of uncommitted batches already drop.
+   * live() starts at #admitFrom, past the removed and dropping entries at the front: a full
+   * ring walked over every drop still in flight on each publish (O(publishes in flight) per
+   * message). A drop undone by a failed batch moves it back; a compaction resets it.
+   */
+  #admitFrom = 0;
+  #admitEpoch = 0;
   readonly #admissionView: AdmissionView = (() => {
     const self = this; // eslint-disable-line @typescript-eslint/no-this-alias
     return {
       get depth() { return self.list.depth - self.#droppingCount; },
       get bytes() { return self.list.bytes - self.#droppingBytes; },
-      *live() { for (const x of self.list.live()) if (!x.dropping) yield x; },
+      *live() {
+        if (self.#admitEpoch !== self.list.epoch) { self.#admitFrom = 0; self.#admitEpoch = self.list.epoch; }
+        let leading = true;
+        for (let pos = Math.max(self.#admitFrom, self.list.start); pos < self.list.end; pos++) {
+          const x = self.list.at(pos)!;
+          if (x.removed || x.dropping) { if (leading) self.#admitFrom = pos + 1; continue; }
+          leading = false;
+          yield x;
+        }
+      },
     };
   })();
 
   #undrop(d: Entry): void {
     if (!d.dropping) return;
     d.dropping = false;
+    if (d.pos < this.#admitFrom) this.#admitFrom = d.pos;
     this.#droppingCount--; this.#droppingBytes -= d.size;
   }
 
