@@ -63,7 +63,7 @@ export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Exten
       return openAtBookmark(queue, c.bookmark, sink, (scn) => openHistorical(s, req, sink, withBookmark, scn));
     },
     start(b) {
-      timer = everySowQueue(b, opts.sweepIntervalMs ?? 1000, 'history purge', async (s, now) => { if (s.hasHistory) await s.sweepHistory(now); });
+      timer = everySowQueue(b, opts.sweepIntervalMs ?? 1000, 'history purge', (s, now) => s.historyDue(now), (s, now) => s.sweepHistory(now));
     },
     stop() { if (timer) clearInterval(timer); },
   };

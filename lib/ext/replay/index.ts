@@ -105,7 +105,7 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
       return undefined;
     },
     start(b) {
-      timer = everySowQueue(b, opts.trimIntervalMs ?? 1000, 'log retention', (s, now) => s.trimLog(now));
+      timer = everySowQueue(b, opts.trimIntervalMs ?? 1000, 'log retention', (s) => s.logBounded, (s, now) => s.trimLog(now));
       listTimer = setInterval(() => {
         const now = b.clock.now();
         for (const [list, ms] of listRetention) {

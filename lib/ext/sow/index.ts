@@ -49,12 +49,15 @@ export function listMarker(markers: MarkerSink, cmd: string, scn?: number, query
 /**
  * A background task over every SOW queue, every `ms` (expiry here, the log trim in replay,
  * the history sweep in history). A failing step is logged and retried on the next tick.
+ * `due` is asked first, synchronously: with thousands of idle queues, a step (and its
+ * promises) per queue per second was ~45 ms of CPU a second for 20k SOW queues.
  */
-export function everySowQueue(b: BrokerContext, ms: number, what: string, step: (s: SowStructure, now: number) => Promise<unknown>): NodeJS.Timeout {
+export function everySowQueue(b: BrokerContext, ms: number, what: string, due: (s: SowStructure, now: number) => boolean, step: (s: SowStructure, now: number) => Promise<unknown>): NodeJS.Timeout {
   const timer = setInterval(() => {
     const now = b.clock.now();
     for (const q of b.nodes.list()) {
-      if (q.structure instanceof SowStructure) step(q.structure, now).catch((err) => log.error(`${what} failed`, { queue: q.name, err }));
+      const s = q.structure;
+      if (s instanceof SowStructure && due(s, now)) step(s, now).catch((err) => log.error(`${what} failed`, { queue: q.name, err }));
     }
   }, ms);
   timer.unref();
@@ -147,7 +150,7 @@ export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extensio
     },
     start(b: BrokerContext) {
       enabled = { history: b.extensions.has('history'), replay: b.extensions.has('replay') };
-      timer = everySowQueue(b, opts.expiryIntervalMs ?? 1000, 'expiry', (s, now) => s.expireDue(now));
+      timer = everySowQueue(b, opts.expiryIntervalMs ?? 1000, 'expiry', (s, now) => s.expiryDue(now), (s, now) => s.expireDue(now));
     },
     stop() { if (timer) clearInterval(timer); },
   };

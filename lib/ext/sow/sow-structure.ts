@@ -565,11 +565,25 @@ export class SowStructure implements QueueStructure {
   }
 
   /** The log part of retention (the replay extension's background task). */
-  trimLog(now: number): Promise<void> { return this.#oneAtATime(() => this.#trimLog(now)); }
+  trimLog(now: number): Promise<void> {
+    // Checked before queueing a step: the timer visits every SOW queue every second.
+    if (!this.logBounded) return Promise.resolve();
+    return this.#oneAtATime(() => this.#trimLog(now));
+  }
 
   /** The history part of retention (the history extension's background task). */
   sweepHistory(now: number, full = false, sweepRows?: number): Promise<void> {
+    if (!full && !this.#sweepWanted(now)) return Promise.resolve(); // nothing can be due: no step queued
     return this.#oneAtATime(() => this.#sweepDue(now, full, sweepRows));
+  }
+
+  /** Whether the background steps have anything to do at `now` (cheap; the timers ask every SOW queue every second). */
+  expiryDue(now: number): boolean { const top = this.#heap[0]; return top !== undefined && top.exp <= now; }
+  get logBounded(): boolean { return this.settings.logMaxCount !== undefined || this.settings.logRetention !== undefined; }
+  historyDue(now: number): boolean { return this.#sweepWanted(now); }
+
+  #sweepWanted(now: number): boolean {
+    return this.hasHistory && this.#earliestSupersede < now - this.settings.historyWindow!;
   }
 
   #trimming?: Promise<void>;
@@ -632,8 +646,7 @@ export class SowStructure implements QueueStructure {
   async #sweepDue(now: number, full: boolean, sweepRows: number | undefined): Promise<void> {
     const s = this.settings;
     if (full) this.#sweepAt = undefined; // a full pass starts at the first row
-    const horizon = s.historyWindow !== undefined ? now - s.historyWindow : -Infinity;
-    if (this.hasHistory && (full || this.#earliestSupersede < horizon)) await this.#sweepHistory(now - s.historyWindow!, full ? Infinity : sweepRows ?? Math.max(SWEEP_MIN_ROWS, Math.ceil(this.historyVersions / SWEEP_PASS_TICKS)));
+    if (this.hasHistory && (full || this.#sweepWanted(now))) await this.#sweepHistory(now - s.historyWindow!, full ? Infinity : sweepRows ?? Math.max(SWEEP_MIN_ROWS, Math.ceil(this.historyVersions / SWEEP_PASS_TICKS)));
   }
 
   /**
