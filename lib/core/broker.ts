@@ -73,6 +73,7 @@ export class Broker implements BrokerContext, ProtocolBackend {
     b.#compactor = compactor;
     b.committer.onWritten = (ops) => compactor.written(ops);
     b.nodes = new NodeRegistry({ store: b.store, committer: b.committer, clock: b.clock, registry: b.extensions });
+    b.nodes.onDeleted.push((q) => compactor.forgetQueue(q.id));
     // A stored queue whose arguments belong to an extension left out of config.extensions would
     // be served as a plain consuming queue: a SOW log or a browse-only queue read empty by the
     // first consumer. Refuse to start instead (the queue is untouched). Arguments whose

@@ -295,4 +295,22 @@ describe('hostile input: validation in the SOW, checkpoint and management extens
       }
     } finally { await c.close(); }
   });
+
+  it('10b: a sow_and_subscribe link still in its snapshot is detached too when its queue is deleted', async function () {
+    // Links subscribed to their SOW queue only once the snapshot was sent: one deleted
+    // mid-snapshot stayed attached (and kept the deleted queue in memory) until its client left.
+    const q = 'iv.del.snap';
+    await send(tb.url, sowQ(q), Array.from({ length: 50 }, (_, i) => rec({ id: `k${i}` })));
+    const c = await connect(tb.url);
+    try {
+      const rcv = await openReceiver(c, { address: q, filter: tmFilters({ command: 'sow_and_subscribe' }) }, { credit_window: 0 });
+      const closed = new Promise<{ condition?: string; description?: string }>((res) => rcv.once('receiver_close', () => res(errorOf(rcv.remote.detach?.error ?? rcv.error))));
+      const got = collect(rcv, { count: 3, idleMs: 1000, credit: 3 });
+      expect(await got).to.have.length(3); // group_begin and two records: mid-snapshot, no more credit
+      expect((await mgmt(tb.url, { operation: 'DELETE', name: q }, {})).status).to.equal(204);
+      const err: { condition?: string; description?: string } = await Promise.race([closed, sleep(3000).then(() => ({ condition: 'still attached after 3 s' }))]);
+      expect(err.condition).to.equal('amqp:resource-deleted');
+      expect(err.description).to.equal(`queue ${q} was deleted`);
+    } finally { await c.close(); }
+  });
 });

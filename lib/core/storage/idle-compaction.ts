@@ -83,12 +83,27 @@ export class IdleCompactor {
       if (id !== lastId) {
         lastId = id;
         last = this.#dirty.get(id);
-        if (!last) { last = { prefix: Buffer.from(k.subarray(0, 5)), bytes: 0 }; this.#dirty.set(id, last); }
+        if (!last) {
+          // A buffer of its own: a 5-byte slice of Node's 8 KiB pool kept the whole slab alive
+          // for as long as the range stayed listed (8 KiB for each queue ever written to).
+          const prefix = Buffer.allocUnsafeSlow(5);
+          k.copy(prefix, 0, 0, 5);
+          last = { prefix, bytes: 0 };
+          this.#dirty.set(id, last);
+        }
       }
       last!.bytes += n;
     }
     if (this.#owed || this.#bytes >= this.#cfg.afterMB * MiB) this.#arm();
   }
+
+  /** A deleted queue's ranges are gone: nothing of it to compact, nothing to remember. */
+  forgetQueue(qid: number): void {
+    for (const [id, range] of this.#dirty) if (range.prefix.readUInt32BE(1) === qid) this.#dirty.delete(id);
+  }
+
+  /** Ranges waiting for a pass (statistics, tests). */
+  get pendingRanges(): number { return this.#dirty.size; }
 
   /**
    * A client sent something (a query's flow, a consumer's dispositions, a publish): the broker

@@ -129,6 +129,8 @@ export class DurableSink implements DeliverySink {
       if (it.position >= 0 && (this.#sub.position === null || it.position > this.#sub.position)) { this.#sub.position = it.position; moved = true; }
     }
     if (this.#outstanding[0]?.released) { this.#held = true; this.#outstanding = []; }
-    if (moved) this.#subs.save(this.#key, this.#sub);
+    // Only while it is still the subscription: an accept arriving after a detach with
+    // closed=true (or SUBSCRIPTION-DELETE) wrote the deleted subscription back, for good.
+    if (moved && this.#subs.get(this.#key) === this.#sub) this.#subs.save(this.#key, this.#sub);
   }
 }

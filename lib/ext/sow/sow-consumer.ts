@@ -102,6 +102,8 @@ export class SowConsumer implements Consumer {
    */
   readonly #queried: string[] = [];
   #unsubscribe?: () => void;
+  /** Closes the link with its queue, whatever phase it is in (registered when it opens). */
+  #offClose?: () => void;
   /** Conflation: latest pending message per conflation key, flushed once per interval. */
   readonly #conflated = new Map<string, { bytes: Buffer; ann: Record<string, unknown>; ev: SowEvent }>();
   #conflationTimer?: NodeJS.Timeout;
@@ -125,6 +127,7 @@ export class SowConsumer implements Consumer {
     if ((plan.command === 'sow_and_subscribe' || plan.command === 'default') && !plan.checkpoint && o.top_n !== undefined && o.skip_n !== undefined) {
       this.#paging = new PageIndex(o.order_by ? compileOrderBy(o.order_by) : undefined, o.skip_n, o.top_n);
     }
+    this.#offClose = structure.onClose((e) => this.#sink.close(e));
     this.#start();
   }
 
@@ -504,7 +507,7 @@ export class SowConsumer implements Consumer {
       this.#sink.closeWhenFlushed();
       return;
     }
-    this.#unsubscribe ??= this.#s.subscribe({ wake: () => this.pump(), close: (e) => this.#sink.close(e) });
+    this.#unsubscribe ??= this.#s.subscribe({ wake: () => this.pump(), close: () => { /* #offClose closes the link */ } });
     this.pump();
   }
 
@@ -735,6 +738,7 @@ export class SowConsumer implements Consumer {
     this.#closed = true;
     if (this.#conflationTimer) clearInterval(this.#conflationTimer);
     this.#unsubscribe?.();
+    this.#offClose?.();
     void this.#releaseSnapshot();
   }
 }

@@ -127,6 +127,17 @@ export class SowStructure implements QueueStructure {
     return () => this.#subscribers.delete(s);
   }
 
+  /**
+   * Links to close with the queue, from the moment they open: a link subscribes for events
+   * only once its snapshot is sent, and one deleted mid-snapshot used to stay attached (and
+   * keep the deleted queue in memory) until its client detached.
+   */
+  readonly #closers = new Set<(error?: TidemarkError) => void>();
+  onClose(fn: (error?: TidemarkError) => void): () => void {
+    this.#closers.add(fn);
+    return () => this.#closers.delete(fn);
+  }
+
   #op(msg: InboundMessage): SowOp {
     const m = msg.message;
     const raw = m?.message_annotations?.['x-opt-tm-op'] ?? m?.application_properties?.['tm-op'];
@@ -549,6 +560,7 @@ export class SowStructure implements QueueStructure {
   close(error?: TidemarkError): void {
     const err = error ?? (this.queue.deleted ? new TidemarkError('amqp:resource-deleted' as Condition, `queue ${this.queue.name} was deleted`) : undefined);
     for (const s of [...this.#subscribers]) s.close(err);
+    for (const f of [...this.#closers]) f(err);
   }
 
   /**

@@ -52,3 +52,25 @@ describe('DurableSink', function () {
     expect(sink.tracked, 'nothing kept per delivery once held').to.equal(0);
   });
 });
+
+describe('DurableSink after its subscription was deleted', function () {
+  it('an accept that arrives after the subscription ended does not write it back', function () {
+    // A detach with closed=true deletes the subscription while deliveries are unsettled; their
+    // accepts arrived after and saved it again (an outside audit: 135 of 300 came back, and
+    // stayed across restarts).
+    const subs = new DurableSubscriptions();
+    const key = subscriptionKey('c', 'gone');
+    const sub: Subscription = { queue: 'q', position: null, created: 0 };
+    subs.save(key, sub);
+    const link = fakeLink();
+    const sink = new DurableSink(link, subs, key, sub);
+    sink.send(Buffer.alloc(1), undefined, { position: 1 });
+    sink.send(Buffer.alloc(1), undefined, { position: 2 });
+    link.settle(0, { type: 'accepted' });
+    expect(subs.get(key)?.position).to.equal(1);
+    expect(subs.delete(key)).to.equal(true);
+    link.settle(1, { type: 'accepted' });
+    expect(subs.get(key), 'still deleted').to.equal(undefined);
+    expect(subs.list()).to.have.length(0);
+  });
+});

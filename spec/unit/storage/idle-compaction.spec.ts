@@ -37,6 +37,19 @@ function puts(tag: number, qid: number, n: number, size: number): BatchOp[] {
 }
 
 describe('IdleCompactor', () => {
+  it('forgets a deleted queue\'s ranges, and keeps no pooled slab per range', async () => {
+    // Each range listed kept a 5-byte slice of Node's 8 KiB buffer pool, and a deleted
+    // queue's ranges stayed listed until a pass: 8 KiB for every queue ever written to.
+    const c = new IdleCompactor(fakeStore(), { idleMs: 60000, afterMB: 64, maxMB: 512 });
+    c.written([...puts(0x10, 7, 2, 10), ...puts(0x20, 7, 2, 10), ...puts(0x10, 8, 2, 10), ...puts(0x21, 8, 2, 10)]);
+    expect(c.pendingRanges).to.equal(4);
+    c.forgetQueue(7);
+    expect(c.pendingRanges).to.equal(2);
+    c.forgetQueue(8);
+    expect(c.pendingRanges).to.equal(0);
+    await c.close();
+  });
+
   it('once afterMB are written and nothing follows for idleMs, compacts exactly the [table][queue] ranges written', async () => {
     const st = fakeStore();
     const c = new IdleCompactor(st, { idleMs: 30, afterMB: 1, maxMB: 512 });
