@@ -296,6 +296,24 @@ describe('hostile input: validation in the SOW, checkpoint and management extens
     } finally { await c.close(); }
   });
 
+  it('10c: a producer whose queue was deleted gets its message rejected and its link detached with amqp:resource-deleted', async function () {
+    // It stayed attached and had every later message rejected (20000 of 20000 in an audit).
+    const q = 'iv.del.producer';
+    const c = await connect(tb.url);
+    try {
+      const snd = await openSender(c, q);
+      expect((await sendAll(snd, [{ body: 'kept' }]))[0].state).to.equal('accepted');
+      expect((await mgmt(tb.url, { operation: 'DELETE', name: q }, {})).status).to.equal(204);
+      const closed = new Promise<{ condition?: string; description?: string }>((res) => snd.once('sender_close', () => res(errorOf(snd.remote.detach?.error ?? snd.error))));
+      const out = await sendAll(snd, [{ body: 'after' }]);
+      expect([out[0].state, out[0].condition]).to.deep.equal(['rejected', 'amqp:resource-deleted']);
+      const err = await closed;
+      expect(err.condition).to.equal('amqp:resource-deleted');
+      expect(err.description).to.include(`queue ${q} was deleted`);
+    } finally { await c.close(); }
+    expect(tb.broker.nodes.get(q), 'not re-created by the refused message').to.equal(undefined);
+  });
+
   it('10b: a sow_and_subscribe link still in its snapshot is detached too when its queue is deleted', async function () {
     // Links subscribed to their SOW queue only once the snapshot was sent: one deleted
     // mid-snapshot stayed attached (and kept the deleted queue in memory) until its client left.

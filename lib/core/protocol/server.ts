@@ -652,6 +652,14 @@ export class AmqpServer {
     }
     const msg: InboundMessage = { bytes, message: ctx.message, receivedAt: Date.now(), attrs: {} };
     let q = st.queue;
+    if (q?.deleted) {
+      // Its queue was deleted under it: refuse this one and end the link (consumers were
+      // detached at the delete), rather than reject every later message on a live link.
+      const gone = new TidemarkError(Conditions.resourceDeleted, `queue ${q.name} was deleted`);
+      settle(gone);
+      receiver.close({ condition: gone.condition, description: `${gone.message}; attach again to use a new one` });
+      return;
+    }
     if (!q) {
       const to: string | undefined = ctx.message.to ?? (receiver.remote.attach?.target?.address ?? undefined);
       const service = to ? this.#backend.serviceAddress(to) : undefined;
