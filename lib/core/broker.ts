@@ -7,6 +7,7 @@ import { systemClock, type Clock } from './clock.js';
 import { Store } from './storage/store.js';
 import { Committer } from './storage/committer.js';
 import { IdleCompactor } from './storage/idle-compaction.js';
+import { IdleMemory } from './idle-memory.js';
 import { ExtensionRegistry, type Extension, type ConsumerRequest, type ParsedFilter, type AuthAction } from './extensions.js';
 import { NodeRegistry } from './node-registry.js';
 import { AmqpServer, type ProtocolBackend } from './protocol/server.js';
@@ -47,6 +48,7 @@ export class Broker implements BrokerContext, ProtocolBackend {
   httpUrl?: string;
   #stopped = false;
   #compactor?: IdleCompactor;
+  #idleMemory?: IdleMemory;
 
   private constructor(config: BrokerConfig, clock: Clock) {
     this.config = config;
@@ -71,6 +73,7 @@ export class Broker implements BrokerContext, ProtocolBackend {
     b.committer = new Committer(b.store, config.commit.maxBatch);
     const compactor = new IdleCompactor(b.store, config.compaction);
     b.#compactor = compactor;
+    b.#idleMemory = new IdleMemory(config.memory);
     b.committer.onWritten = (ops) => compactor.written(ops);
     b.nodes = new NodeRegistry({ store: b.store, committer: b.committer, clock: b.clock, registry: b.extensions });
     b.nodes.onDeleted.push((q) => compactor.forgetQueue(q.id));
@@ -112,11 +115,18 @@ export class Broker implements BrokerContext, ProtocolBackend {
     }
     await this.committer?.idle();
     await this.#compactor?.close();
+    this.#idleMemory?.close();
     await this.store?.close();
     log.info('stopped');
   }
 
-  onActivity(): void { this.#compactor?.activity(); }
+  onActivity(bytes: number): void {
+    this.#compactor?.activity();
+    this.#idleMemory?.received(bytes);
+  }
+
+  /** What giving memory back at idle did so far (tests, statistics). */
+  get idleMemoryStats(): Readonly<IdleMemory['stats']> | undefined { return this.#idleMemory?.stats; }
 
   /** What the idle compaction did so far (tests, statistics). */
   get compactionStats(): Readonly<IdleCompactor['stats']> | undefined { return this.#compactor?.stats; }

@@ -68,6 +68,8 @@ export interface BrokerConfig {
   commit: { maxBatch: number };
   /** Compaction of written ranges once idle (lib/core/storage/idle-compaction.ts); idleMs 0 = off. */
   compaction: { idleMs: number; afterMB: number; maxMB: number };
+  /** One full collection once idle after a burst of client traffic (lib/core/idle-memory.ts); idleMs 0 = off. */
+  memory: { idleMs: number; afterMB: number };
   /** Extensions to load, by name (see lib/ext). */
   extensions: string[];
   /** Queues declared at start: name -> { durable, arguments }. */
@@ -130,6 +132,7 @@ const shape: { [k: string]: Shape } = {
   },
   commit: { maxBatch: 'number' },
   compaction: { idleMs: 'number', afterMB: 'number', maxMB: 'number' },
+  memory: { idleMs: 'number', afterMB: 'number' },
   extensions: 'array',
   queues: (v, at) => {
     if (!isObj(v)) throw new ConfigError(`${at}: expected an object of queues`);

@@ -68,8 +68,8 @@ export interface ProtocolBackend {
   /** ACL for a receiving link before the attach reply: throws unauthorized, may downgrade move to copy. */
   authorizeConsumer?(queue: Queue, req: ConsumerRequest): void;
   readonly stats: { connections: number; links: number };
-  /** A peer sent something: the broker is in use (idle-time work waits). */
-  onActivity?(): void;
+  /** A peer sent `bytes`: the broker is in use (idle-time work waits). */
+  onActivity?(bytes: number): void;
 }
 
 interface LinkState { outstandingBytes?: number; ready?: boolean; sink?: RheaSink; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
@@ -291,7 +291,7 @@ export class AmqpServer {
     const backend = this.#backend;
     conn.input = function (buff: Buffer) {
       if (h.failed) return; // a failed connection reads nothing more
-      backend.onActivity?.();
+      backend.onActivity?.(buff.length);
       input.call(conn, buff);
       if (!h.failed && conn.frame_size !== undefined && conn.frame_size > maxFrame) {
         server.#protocolFailure(conn, 'amqp:connection:framing-error', `frame of ${conn.frame_size} bytes exceeds max-frame-size ${maxFrame}`);
