@@ -158,6 +158,9 @@ export function addressToLinkOptions(addr: ParsedAddress, role: 'sender' | 'rece
     type = node['type'];
   }
   const durableNode = node['durable'] !== undefined && lenient(() => toBool('node.durable', node['durable']));
+  // qpid::messaging sends `durable` only when true; Tidemark declares queues durable unless told
+  // otherwise (docs/decisions.md), so an explicit `durable: False` is sent too, or it would be lost.
+  const transientNode = node['durable'] !== undefined && !durableNode;
   const durableLink = link['durable'] !== undefined && lenient(() => toBool('link.durable', link['durable']));
 
   // Node properties: node.properties, then x-declare with `type` renamed and `arguments` spliced in.
@@ -208,10 +211,11 @@ export function addressToLinkOptions(addr: ParsedAddress, role: 'sender' | 'rece
   if (durableNode) capabilities.push('durable');
   if (capabilities.length > 0) terminus['capabilities'] = capabilities;
 
-  if (sendProperties && (type || durableNode || Object.keys(properties).length > 0)) {
+  if (sendProperties && (type || durableNode || transientNode || Object.keys(properties).length > 0)) {
     const dnp: QpidMap = {};
     if (type) dnp['supported-dist-modes'] = type === 'topic' ? 'copy' : 'move';
     if (durableNode) dnp['durable'] = true;
+    else if (transientNode) dnp['durable'] = false;
     for (const [k, v] of Object.entries(properties)) {
       if (k === 'lifetime-policy') {
         const p = lenient(() => toStr('node lifetime-policy', v));

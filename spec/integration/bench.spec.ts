@@ -53,6 +53,20 @@ describe('tidemark-bench (smoke)', function () {
     expect(out.summary.publish.ratio_median).to.be.a('number');
   });
 
+  it('--vs at the same broker without --vs-address: each side publishes into queues of its own', async () => {
+    // Side A a SOW queue, side B a plain one, two rounds (B goes first in round 2): B's queue
+    // used to be A's, so B published into a SOW queue and A's attach failed in round 2.
+    const { out } = await benchOk('same', [
+      '--vs', b.get().url, '--vs-declare', 'plain', '-n', '100', '--keys', '10', '--window', '50', '--workloads', 'publish', '--rounds', '2', '--settle-sides', '0',
+    ], 60000);
+    for (const ro of out.rounds) for (const side of ['A', 'B']) expect(ro.results[side].publish.accepted, `round ${ro.round} ${side}`).to.equal(100);
+    const names = b.get().broker.nodes.list().map((q: any) => q.name).filter((n: string) => n.startsWith('same-'));
+    const sow = names.filter((n: string) => b.get().broker.nodes.get(n)!.arguments['sow.key'] !== undefined);
+    expect(names).to.have.length(4);
+    expect(sow).to.have.length(2);
+    for (const n of names) expect(n.includes('-B-'), n).to.equal(!sow.includes(n));
+  });
+
   it('bootstrap with --bootstrap-catchup N: exactly N catch-up events after the snapshot, the pause reported', async () => {
     const { out, A } = await benchOk('bootcu', [
       '--workloads', 'bootstrap', '--sow-keys', '50', '--sow-versions', '1', '--bootstrap-catchup', '30', '--settle', '1',
@@ -137,6 +151,9 @@ describe('tidemark-bench (smoke)', function () {
     expect(m.growth).to.be.closeTo(m.rss_to_kb / m.rss_from_kb, 1e-9);
     const noPid = await bench('mem2', ['--workloads', 'memory', '--memory-from', '10', '--memory-to', '20'], 30000);
     expect(JSON.parse(noPid.stdout).rounds[0].results.A.memory.error).to.match(/needs the PID of broker A/);
+    // a workload that could not run fails the run (tools.md: exit 1 with Error: …)
+    expect(noPid.code).to.equal(1);
+    expect(noPid.stderr).to.match(/Error: 1 workload run\(s\) failed: round 1 memory on A: memory needs the PID/);
   });
 
   it('skips the SOW workloads against a peer queue that is not a SOW queue, with the reason', async () => {

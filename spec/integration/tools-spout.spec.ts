@@ -34,6 +34,14 @@ describe('tools: spout', function () {
     }
   });
 
+  it('an address with node: {durable: False} declares a non-durable queue; without it the queue is durable', async function () {
+    for (const [addr, name, durable] of [['sp.nd; {create: always, node: {durable: False}}', 'sp.nd', false], ['sp.nd2; {create: always, node: {type: queue, durable: false}}', 'sp.nd2', false], ['sp.d; {create: always}', 'sp.d', true]] as const) {
+      const res = await spout('--content', 'x', addr);
+      expect(res.code, res.stderr).to.equal(0);
+      expect(b.get().broker.nodes.get(name)?.def.durable, addr).to.equal(durable);
+    }
+  });
+
   it('-M builds a map body, -d marks durable, --ttl sets the TTL, --reply-to the reply address', async function () {
     const res = await spout('-M', 'a=1', '-M', 'b=two', '-d', '--ttl', '60000', '--reply-to', 'answers', 'sp.map');
     expect(res.code, res.stderr).to.equal(0);

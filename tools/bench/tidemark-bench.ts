@@ -122,7 +122,10 @@ main(async () => {
 
   const roundsOut: Array<{ round: number; order: string[]; results: Record<string, Record<string, Result>>; rss_kb?: Record<string, number | undefined>; settled_seconds?: Record<string, number> }> = [];
 
-  const queueFor = (t: W.Target, r: number, suffix = '') => (t.declare === 'none' ? t.address : `${t.address}-${runId}-r${r}${suffix}`);
+  // Side B's queues carry its letter: with --vs at the same broker and no --vs-address, both
+  // sides would otherwise share one queue per round (B publishing into A's SOW queue).
+  const sideTag = (t: W.Target) => (t.side === 'B' ? '-B' : '');
+  const queueFor = (t: W.Target, r: number, suffix = '') => (t.declare === 'none' ? t.address : `${t.address}-${runId}${sideTag(t)}-r${r}${suffix}`);
 
   async function guarded(fn: () => Promise<Record<string, unknown>>): Promise<Result> {
     try { return (await fn()) as Result; } catch (e) { progress.end(); return { error: (e as Error).message }; }
@@ -148,7 +151,7 @@ main(async () => {
     if (sowWanted.length) {
       const why = !t.tidemark ? `peer lacks Tidemark SOW (product: ${t.product})` : t.declare !== 'sow' ? `queue is not declared as a SOW queue (declare=${t.declare})` : '';
       if (why) { for (const w of sowWanted) out[w] = { skipped: why }; return out; }
-      const dsq = `${t.address}-sow-${runId}-r${r}`;
+      const dsq = `${t.address}-sow-${runId}${sideTag(t)}-r${r}`;
       const keys = argv['sow-keys']; const versions = argv['sow-versions'];
       let ds: W.SowDataset | undefined;
       const loadRes = await guarded(async () => { ds = await W.loadSowDataset(t, dsq, keys, versions, load.size, load.window, progress); return ds as any; });
@@ -252,6 +255,10 @@ main(async () => {
   const table = renderTable(out, targets);
   if (argv.json) { process.stderr.write(table); process.stdout.write(JSON.stringify(out, null, 2) + '\n'); }
   else process.stdout.write(table);
+  // A workload that failed (as opposed to one that ran and missed its target) fails the run.
+  const failed = roundsOut.flatMap((ro) => Object.entries(ro.results).flatMap(([side, res]) =>
+    Object.entries(res).filter(([, v]) => v && typeof v.error === 'string').map(([w, v]) => `round ${ro.round} ${w} on ${side}: ${v.error}`)));
+  if (failed.length) throw new ToolError(`${failed.length} workload run(s) failed: ${failed.slice(0, 3).join('; ')}${failed.length > 3 ? '; …' : ''}`);
   return 0;
 });
 

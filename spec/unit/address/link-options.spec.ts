@@ -121,6 +121,18 @@ describe('address: addressToLinkOptions', () => {
       });
       expect(t).to.not.have.property('durable');
     });
+    it('durable: False on a queue the link may create is sent as durable: false (a queue declared through an address is otherwise durable)', () => {
+      expect(snd('q; {create: always, node: {durable: False}}').target).to.deep.equal({
+        address: 'q',
+        capabilities: ['create-on-demand'],
+        dynamic_node_properties: { durable: false },
+      });
+      expect(rcv('q; {create: always, node: {type: queue, durable: false}}').source).to.deep.equal({
+        address: 'q',
+        capabilities: ['create-on-demand', 'queue'],
+        dynamic_node_properties: { 'supported-dist-modes': 'move', durable: false },
+      });
+    });
     it('durable accepts lenient booleans ("yes", 1) and False', () => {
       expect(snd('q; {node: {durable: "yes"}}').target).to.deep.equal({ address: 'q', capabilities: ['durable'] });
       expect(snd('q; {node: {durable: 1}}').target).to.deep.equal({ address: 'q', capabilities: ['durable'] });
