@@ -19,7 +19,21 @@ const argv = await yargs(hideBin(process.argv))
   .option('http', { type: 'boolean', describe: 'serve metrics/console over HTTP (--no-http to disable)' })
   .strict()
   .help()
+  // Like the other tools (tools.md): one `Error: …` line and exit 1, not the help text.
+  .fail((msg, err) => {
+    process.stderr.write(`Error: ${withoutCamelEchoes(msg ?? err?.message ?? 'bad arguments')}\nRun tidemark --help for the options.\n`);
+    process.exit(1);
+  })
   .parse();
+
+/** yargs names an unknown `--bogus-flag` twice, as itself and as `bogusFlag`: keep what the user typed. */
+function withoutCamelEchoes(msg: string): string {
+  const m = /^Unknown arguments?: (.*)$/s.exec(msg);
+  if (!m) return msg;
+  const names = m[1].split(', ');
+  const kept = names.filter((n) => !names.some((o) => o !== n && o.includes('-') && o.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) === n));
+  return `Unknown argument${kept.length > 1 ? 's' : ''}: ${kept.join(', ')}`;
+}
 
 const overrides: Record<string, any> = {};
 if (argv.data !== undefined) overrides.dataDir = argv.data;
@@ -30,6 +44,13 @@ if (argv['log-level'] !== undefined) overrides.logLevel = argv['log-level'];
 if (argv.port === 0 && argv['http-port'] === undefined && argv.config === undefined) argv['http-port'] = 0;
 if (argv['http-port'] !== undefined || argv.http !== undefined) overrides.http = { ...(argv['http-port'] !== undefined ? { port: argv['http-port'] } : {}), ...(argv.http !== undefined ? { enabled: argv.http } : {}) };
 
+// A reader of our output that went away (the parent that started us died, `| head`) must not
+// stop the broker, nor turn every log line into an error that logs itself (measured: a
+// broker whose pipes were closed spun at 50 % CPU and never finished stopping on SIGTERM).
+// Lost output is lost; the broker carries on.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => { /* reader gone */ });
+const say = (stream: NodeJS.WriteStream, text: string): void => { try { stream.write(text); } catch { /* reader gone */ } };
+
 try {
   const broker = await startBroker({ configFile: argv.config, overrides });
   for (const url of broker.urls) process.stdout.write(`Tidemark listening on ${url}\n`);
@@ -38,12 +59,12 @@ try {
   const stop = async (sig: string) => {
     if (stopping) return;
     stopping = true;
-    process.stdout.write(`${sig}: stopping\n`);
-    try { await broker.stop(); process.exit(0); } catch (e) { process.stderr.write(`Error: ${(e as Error).message}\n`); process.exit(1); }
+    say(process.stdout, `${sig}: stopping\n`);
+    try { await broker.stop(); process.exit(0); } catch (e) { say(process.stderr, `Error: ${(e as Error).message}\n`); process.exit(1); }
   };
   // The broker must never die from one bad input: log what escaped every handler and go on.
-  process.on('uncaughtException', (err) => process.stderr.write(JSON.stringify({ level: 'error', msg: 'uncaught exception', err: String(err?.stack ?? err) }) + '\n'));
-  process.on('unhandledRejection', (err) => process.stderr.write(JSON.stringify({ level: 'error', msg: 'unhandled rejection', err: String((err as Error)?.stack ?? err) }) + '\n'));
+  process.on('uncaughtException', (err) => say(process.stderr, JSON.stringify({ level: 'error', msg: 'uncaught exception', err: String(err?.stack ?? err) }) + '\n'));
+  process.on('unhandledRejection', (err) => say(process.stderr, JSON.stringify({ level: 'error', msg: 'unhandled rejection', err: String((err as Error)?.stack ?? err) }) + '\n'));
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
 } catch (e) {

@@ -92,9 +92,14 @@ export function defaultConfigPath(): string {
 
 type Shape = 'string' | 'number' | 'boolean' | 'object' | 'array' | 'any' | { [k: string]: Shape } | ((v: unknown, at: string) => void);
 
+/** A TCP port: an integer 0-65535 (0 = any free port), refused here rather than by listen(). */
+function portShape(v: unknown, at: string): void {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 65535) throw new ConfigError(`${at}: expected a port, an integer from 0 to 65535 (0 = any free port), got ${JSON.stringify(v)}`);
+}
+
 const shape: { [k: string]: Shape } = {
-  listen: { host: 'string', port: 'number' },
-  tls: (v, at) => { if (v !== null) check(v, { host: 'string', port: 'number', key: 'string', cert: 'string', ca: 'string' }, at, true); },
+  listen: { host: 'string', port: portShape },
+  tls: (v, at) => { if (v !== null) check(v, { host: 'string', port: portShape, key: 'string', cert: 'string', ca: 'string' }, at, true); },
   dataDir: 'string',
   autoCreateQueues: 'boolean',
   auth: {
@@ -139,7 +144,7 @@ const shape: { [k: string]: Shape } = {
     for (const [q, spec] of Object.entries(v)) check(spec, { durable: 'boolean', arguments: 'object' }, `${at}.${q}`, true);
   },
   logLevel: (v, at) => { if (!['silent', 'error', 'warn', 'info', 'debug'].includes(v as string)) throw new ConfigError(`${at}: expected one of silent, error, warn, info, debug`); },
-  http: { enabled: 'boolean', host: 'string', port: 'number' },
+  http: { enabled: 'boolean', host: 'string', port: portShape },
 };
 
 function isObj(v: unknown): v is Record<string, unknown> { return typeof v === 'object' && v !== null && !Array.isArray(v); }

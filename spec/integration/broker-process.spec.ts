@@ -56,6 +56,36 @@ describe('the broker process', function () {
     }
   });
 
+  it('a reader of its output that went away: the broker keeps serving, and SIGTERM still stops it (exit 0)', async function () {
+    const dir = tempDir();
+    try {
+      const b = await spawnBroker(['--port', '0', '--data', path.join(dir, 'data')]);
+      b.proc.stdout!.destroy();
+      b.proc.stderr!.destroy(); // as when the parent that started it dies
+      const out = await send(b.url, 'pipe.q', [{ body: 'still here', durable: true }]);
+      expect(out[0].state).to.equal('accepted');
+      const exited = await Promise.race([b.kill('SIGTERM'), new Promise<string>((r) => setTimeout(() => r('still running 5 s after SIGTERM'), 5000))]);
+      if (exited !== 0) b.proc.kill('SIGKILL');
+      expect(exited).to.equal(0);
+    } finally { rmSync(dir, { recursive: true, force: true }); }
+  });
+
+  it('a bad flag or port: one Error: line and exit 1, before anything is opened', async function () {
+    const dir = tempDir();
+    try {
+      for (const [args, want] of [
+        [['--bogus-flag'], /^Error: Unknown argument: bogus-flag\n/],
+        [['--port', '70000'], /^Error: config\.listen\.port: expected a port, an integer from 0 to 65535/],
+        [['--http', '--http-port', '-3'], /^Error: config\.http\.port: expected a port/],
+      ] as const) {
+        let err: Error | undefined;
+        try { await spawnBroker([...args, '--data', path.join(dir, 'd')], { timeoutMs: 10000 }); } catch (e) { err = e as Error; }
+        expect(err?.message, args.join(' ')).to.match(/exited 1/);
+        expect(err!.message.replace(/^broker exited 1: /, ''), args.join(' ')).to.match(want);
+      }
+    } finally { rmSync(dir, { recursive: true, force: true }); }
+  });
+
   it('refuses a bad config file with an error naming the key, exit 1', async function () {
     const dir = tempDir();
     try {

@@ -204,6 +204,8 @@ describe('history and replay (semantics.md 6, 7)', function () {
       try { await openReceiver(c, { address: q, filter: tmFilters({ command: 'subscribe', bookmark: '2' }) }); } catch (e) { err = e; }
       expect(err?.condition).to.equal('tidemark:scn-not-found');
       expect(err?.message).to.match(/oldest SCN 8/);
+      // wire.md 5: info {oldest-scn, requested-scn}, as the client decodes it
+      expect(err.link.error.info).to.deep.equal({ 'oldest-scn': 8, 'requested-scn': 2 });
     } finally { await c.close(); }
     const epoch = await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '2', options: { bookmark_not_found: 'epoch' } });
     expect(epoch.filter((m) => cmdOf(m) === 'publish').map(scnOf)).to.deep.equal([8, 9, 10]);

@@ -227,6 +227,13 @@ const cases: Case[] = [
     await expectClose(c, ['amqp:decode-error']);
   } })),
 
+  { layer: 'connection', name: 'a frame whose performative descriptor is unknown (0x89): decode-error saying so', async run({ opened }) {
+    const c = await opened();
+    c.write(F.amqp(0x89, [t.uint(1)]));
+    await expectClose(c, ['amqp:decode-error']);
+    expect(c.find('close')!.error?.description).to.equal('malformed frame: the frame body is not an AMQP 1.0 performative (open, begin, attach, flow, transfer, disposition, detach, end, close, or a SASL frame during SASL)');
+  } },
+
   { layer: 'link', name: 'transfer with 100k nested lists (deeper than any decoder\'s stack)', async run({ opened }) {
     const c = await opened(); c.write(senderAttach('deep', F.target({ address: t.str('hostile.deep') })));
     await c.waitFor((x) => !!x.find('flow'), 3000);

@@ -9,6 +9,7 @@ import { tmFilters, cmdOf, bodyJson } from '../support/sow-client.js';
 import { ManualClock } from '../../lib/index.js';
 import { amqpInfo } from '../../lib/core/errors.js';
 import { amqpTypes } from '../../lib/codec/amqp.js';
+import { applyRheaPatches } from '../../lib/core/protocol/rhea-patches.js';
 
 const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
 const createOnDemand = (address: string, props: Record<string, unknown>) => ({ address, capabilities: ['create-on-demand', 'queue', 'durable'], dynamic_node_properties: props });
@@ -188,5 +189,14 @@ describe('error info on the wire (wire.md 5: oldest-scn, requested-scn)', functi
     expect(bytes.includes(sym('requested-scn'))).to.equal(true);
     expect(bytes.includes(Buffer.concat([sym('oldest-scn'), Buffer.from([0x53, 8])])), 'oldest-scn as smallulong 8').to.equal(true);
     expect(bytes.includes(Buffer.concat([sym('requested-scn'), Buffer.from([0x44])])), 'requested-scn as ulong0').to.equal(true);
+  });
+  it('keeps that form inside the error a detach carries (rhea encoded the typed map a second time, as an object)', function () {
+    applyRheaPatches();
+    const w = new amqpTypes.Writer();
+    w.write(amqpTypes.wrap_error({ condition: 'tidemark:scn-not-found', description: 'd', info: amqpInfo({ 'oldest-scn': 8, 'requested-scn': 0 }) }));
+    const bytes: Buffer = w.toBuffer();
+    const sym = (s: string) => Buffer.concat([Buffer.from([0xa3, s.length]), Buffer.from(s)]);
+    expect(bytes.includes(Buffer.concat([sym('oldest-scn'), Buffer.from([0x53, 8])]))).to.equal(true);
+    expect(bytes.includes(Buffer.from('toRheaTyped')), 'no Typed internals on the wire').to.equal(false);
   });
 });

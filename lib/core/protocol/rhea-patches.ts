@@ -150,12 +150,15 @@ export function applyRheaPatches(): void {
     // itself only over the rhea code it mirrors, which passes the state through the same way.)
     ['Incoming.on_transfer', incomingProto.on_transfer === leanOnTransfer || hasSource(incomingProto.on_transfer, "'remote_state': frame.performative.state,")],
     ['transfer.state field', transferStateIndex() === TRANSFER_STATE_INDEX],
+    // 8. typed maps in map fields (error info)
+    ['types.wrap_map', hasSource(rheaTypes().wrap_map, 'for (var k in m) {', 'return types.Map32(items);')],
   ];
   for (const [what, ok] of checks) if (!ok) fail(what, version);
 
   patchDispositionRanges(proto);
   patchLinkIdentity(proto);
   patchTransactionTypes(proto);
+  patchTypedMapFields();
   Object.defineProperty(proto, APPLIED, { value: true });
 }
 
@@ -254,6 +257,7 @@ function patchLinkIdentity(proto: SessionProto): void {
 
 const rheaRequire = createRequire(import.meta.url);
 function rheaTerminus(): { unwrap: (field: any) => unknown } { return rheaRequire('rhea/lib/terminus.js'); }
+function rheaTypes(): { wrap_map: (m: any, keyWrapper?: unknown) => unknown } { return rheaRequire('rhea/lib/types.js'); }
 function rheaLink(): { Receiver?: { prototype?: Record<string, unknown> } } { return rheaRequire('rhea/lib/link.js'); }
 
 /** Descriptor codes and symbols of the transaction types [AMQP 4.5]. */
@@ -329,5 +333,24 @@ function patchTransactionTypes(proto: SessionProto): void {
       if (isTxDescriptor(d, TX_TYPES.transactionalState)) return new TransactionalState(outcome.value);
     }
     return unwrapOutcome.call(this, outcome);
+  };
+}
+
+/* ---------- 8. typed maps in map fields (error info) ---------- */
+
+/**
+ * A composite field of type `map` (the `info` of an error [AMQP 2.8.15], a `fields` map:
+ * symbol keys) is always set through `types.wrap_map(value)`, which walks the value's
+ * enumerable properties as string keys. Given a map that is already typed (symbol keys, ulong
+ * SCNs, as errors.ts amqpInfo builds it) it encoded the Typed object itself: keys `type`,
+ * `value`, `toString`…, the entries buried under `value`, so a client read no `oldest-scn`.
+ * A typed AMQP map is now kept as it is; anything else goes to rhea's own code.
+ */
+function patchTypedMapFields(): void {
+  const types = rheaTypes();
+  const wrapMap = types.wrap_map;
+  types.wrap_map = function patchedWrapMap(m: any, keyWrapper?: unknown) {
+    if (m !== null && typeof m === 'object' && typeof m.toRheaTyped === 'function' && /^Map(8|32)$/.test(String(m.type?.name))) return m;
+    return wrapMap.call(this, m, keyWrapper);
   };
 }

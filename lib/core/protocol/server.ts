@@ -49,6 +49,19 @@ function tlsOptions(t: { key: string; cert: string; ca?: string }): tls.TlsOptio
 
 const log = logger('protocol');
 
+/**
+ * What went wrong with an undecodable frame, for the peer. rhea leaves a frame whose
+ * descriptor is not a performative undecoded and then fails calling its `dispatch`: say that,
+ * not the JavaScript error.
+ */
+function describeUndecodable(err: any): string {
+  const msg = String(err?.message ?? err);
+  if (err instanceof TypeError && /performative\.dispatch is not a function/.test(msg)) {
+    return 'the frame body is not an AMQP 1.0 performative (open, begin, attach, flow, transfer, disposition, detach, end, close, or a SASL frame during SASL)';
+  }
+  return msg;
+}
+
 /** What the protocol layer needs from the broker. */
 export interface ProtocolBackend {
   readonly config: BrokerConfig;
@@ -313,7 +326,7 @@ export class AmqpServer {
       // else (link, session errors bubbling up) is logged as the container listener does.
       if (err !== undefined && err === conn.saved_error) {
         log.warn('undecodable input', { err: String(err?.message ?? err), remote: socket.remoteAddress });
-        this.#protocolFailure(conn, 'amqp:decode-error', 'malformed frame: ' + String(err?.message ?? err));
+        this.#protocolFailure(conn, 'amqp:decode-error', 'malformed frame: ' + describeUndecodable(err));
       } else {
         log.warn('link or connection error', { err: String(err?.message ?? err) });
       }
