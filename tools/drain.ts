@@ -11,7 +11,7 @@ import { parseAddress, addressToLinkOptions, parseDuration, SELECTOR_FILTER_SYMB
 import { main, commonOptions, ToolError, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
 import { connect, openReceiver, typedTerminus, describeError, wrapDescribed, r } from './common/connection.js';
 import { bodyText, headerLines, messageObject, commandLine } from './common/format.js';
-import { FLEXIBLE_CHECKPOINT, checkpointPlain, typedCheckpoint, readCheckpoints, writeCheckpoints, removeStaleTmp } from './common/checkpoint.js';
+import { FLEXIBLE_CHECKPOINT, checkpointPlain, typedCheckpoint, readCheckpoints, prepareCheckpoints, commitCheckpoints, abandonCheckpoints, removeStaleTmp, type PreparedCheckpoints } from './common/checkpoint.js';
 
 export const COMMAND_FILTER = 'tidemark:command:symbol';
 export const CONTENT_FILTER = 'tidemark:content-filter:string';
@@ -191,20 +191,32 @@ function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
       const m = ctx.message;
       const ann = m.message_annotations ?? {};
       const cmd = ann['x-opt-tm-cmd'] !== undefined ? String(ann['x-opt-tm-cmd']) : undefined;
+      let prepared: PreparedCheckpoints | undefined;
       try {
+        // The checkpoint file is written and synced before the message is printed and renamed
+        // into place right after: a kill -9 at any point leaves a file that says exactly what
+        // was printed (but for the microseconds between the print and the rename), so the
+        // next run starts after the last printed message, with no gap and no repeat.
+        let next: Record<string, unknown> | undefined;
+        if (o.checkpointFile && o.checkpoints && ann['x-opt-tm-checkpoint'] !== undefined) {
+          next = { ...o.checkpoints, [o.queue]: checkpointPlain(ann['x-opt-tm-checkpoint']) };
+          prepared = prepareCheckpoints(o.checkpointFile, next);
+        }
         print(m, cmd, o);
         const outErr = stdoutError();
         if (outErr) {
-          // not printed, so not accepted: the broker gives it back. A reader that went away
-          // (`drain … | head -2`) ends drain quietly, as it would a Unix filter.
+          // not printed, so not accepted (the broker gives it back) and not checkpointed. A
+          // reader that went away (`drain … | head -2`) ends drain quietly, as it would a Unix filter.
+          if (prepared) abandonCheckpoints(prepared);
           finish(isClosedPipe(outErr) ? undefined : new ToolError(`cannot write to stdout: ${errorMessage(outErr)}`));
           return;
         }
-        if (o.checkpointFile && o.checkpoints && ann['x-opt-tm-checkpoint'] !== undefined) {
-          o.checkpoints[o.queue] = checkpointPlain(ann['x-opt-tm-checkpoint']);
-          writeCheckpoints(o.checkpointFile, o.checkpoints);
+        if (prepared && next) {
+          commitCheckpoints(prepared);
+          o.checkpoints = next;
         }
       } catch (e) {
+        if (prepared) abandonCheckpoints(prepared);
         // not accepted: the broker gives it back
         finish(new ToolError(errorMessage(e)));
         return;

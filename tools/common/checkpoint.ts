@@ -113,15 +113,37 @@ export function removeStaleTmp(file: string, isAlive: (pid: number) => boolean =
 
 /** Writes the checkpoint file atomically: temporary file, fsync, rename, fsync the directory. */
 export function writeCheckpoints(file: string, data: Record<string, unknown>): void {
+  commitCheckpoints(prepareCheckpoints(file, data));
+}
+
+/** A checkpoint file written and synced under its temporary name, not yet in place. */
+export interface PreparedCheckpoints { file: string; tmp: string }
+
+/**
+ * The slow half of writeCheckpoints (write and fsync the temporary file), so that a consumer
+ * can do its own work between it and the fast half, commitCheckpoints (one rename): what it
+ * did and the file then change together, but for the microseconds of that rename.
+ */
+export function prepareCheckpoints(file: string, data: Record<string, unknown>): PreparedCheckpoints {
   const tmp = tmpName(file);
   const fd = openSync(tmp, 'w');
   try {
     writeSync(fd, JSON.stringify(data, null, 2) + '\n');
     fsyncSync(fd);
   } finally { closeSync(fd); }
-  renameSync(tmp, file);
+  return { file, tmp };
+}
+
+/** Puts a prepared file in place (rename) and makes the rename durable (fsync the directory). */
+export function commitCheckpoints(p: PreparedCheckpoints): void {
+  renameSync(p.tmp, p.file);
   try {
-    const dfd = openSync(path.dirname(path.resolve(file)), 'r');
+    const dfd = openSync(path.dirname(path.resolve(p.file)), 'r');
     try { fsyncSync(dfd); } finally { closeSync(dfd); }
   } catch { /* some systems cannot fsync a directory */ }
+}
+
+/** Drops a prepared file (what it recorded did not happen). */
+export function abandonCheckpoints(p: PreparedCheckpoints): void {
+  try { unlinkSync(p.tmp); } catch { /* gone already */ }
 }

@@ -32,9 +32,10 @@
  *
  * The consumer model (`Consumer`) is a consumer that persists its state together with the
  * checkpoint: its state is the fold of every message drain printed up to and including the
- * one whose `x-opt-tm-checkpoint` is in the file at the kill (drain prints a message, then
- * writes its checkpoint, so at most one printed message is not applied; it comes again after
- * the restart). Folding: `group_begin` without `snapshot_offset` starts a bootstrap (the state
+ * one whose `x-opt-tm-checkpoint` is in the file at the kill (drain syncs the
+ * checkpoint file, prints the message, then renames the file into place, so the file is the
+ * last printed message's but for a kill in the microseconds between a print and its rename:
+ * then one printed message is not applied and comes again after the restart). Folding: `group_begin` without `snapshot_offset` starts a bootstrap (the state
  * is reset), `sow` sets a record, `group_end` starts the catch-up at the snapshot SCN S,
  * `publish` sets, `delete` removes, `completed` marks online. Checked on every applied message:
  *   - events (catch-up and online) have SCN = last applied SCN + 1 (the queue's SCNs are
