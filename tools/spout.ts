@@ -69,6 +69,11 @@ async function run(): Promise<number> {
     replyTo = rt.name ?? undefined;
   }
   if (argv.json && argv.content !== undefined) checkJson(argv.content);
+  // A delete names its key with --key, or in a body the queue's sow.key reads: with neither,
+  // the broker could only say the (empty) body is not JSON.
+  if (argv.delete && argv.key === undefined && argv.content === undefined && !argv['content-stdin'] && !argv.map) {
+    throw new ToolError('--delete needs the key of the record: --key K, or a body holding it (--json --content \'{"id": ...}\')');
+  }
 
   // contents: fixed, or one per stdin line
   let lines: AsyncIterator<string> | undefined;

@@ -68,7 +68,8 @@ function mapOption(where: string, v: QpidValue | undefined): QpidMap {
 function checkKeys(where: string, map: QpidMap, allowed: string[]): void {
   for (const k of Object.keys(map)) {
     if (!allowed.includes(k)) {
-      refuse(`Unrecognised option: ${where}${k} (allowed: ${allowed.join(', ')})`);
+      // (x-bindings and delete are recognised only to be refused with their own reason)
+      refuse(`Unrecognised option: ${where}${k} (allowed: ${allowed.filter((a) => a !== 'x-bindings' && a !== 'delete').join(', ')})`);
     }
   }
 }

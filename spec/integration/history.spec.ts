@@ -80,6 +80,17 @@ describe('history and replay (semantics.md 6, 7)', function () {
     clock.set(T0 + 12 * M + S);
     await runRetention(tb.broker);
     expect(await stateAt(tb.url, q, iso(T0 + 30 * S))).to.deep.equal({});
+    // sow_and_subscribe from there has no state to start from (semantics.md 6): refused at
+    // attach with scn-not-found saying so, before any marker
+    const c = await connect(tb.url);
+    try {
+      // (a time bookmark is resolved after the attach: the link is then detached)
+      const rcv = await openReceiver(c, { address: q, filter: tmFilters({ command: 'sow_and_subscribe', bookmark: iso(T0 + 30 * S) }) });
+      const got = await collect(rcv, { idleMs: 500 });
+      expect(got.map(cmdOf), 'no markers before the error').to.deep.equal([]);
+      expect(rcv.error?.condition).to.equal('tidemark:scn-not-found');
+      expect(rcv.error?.description).to.equal(`bookmark ${iso(T0 + 30 * S)} is older than the history window of ${q} (600000 ms): no state to start a sow_and_subscribe from`);
+    } finally { await c.close(); }
     // a1 stopped being current at +1m, more than the window ago: purged; a2 is current: kept;
     // x's version stopped at +2m and its tombstone is from +2m, both past the window: purged.
     expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).history_versions).to.equal(1);

@@ -7,7 +7,7 @@
  */
 import { expect } from 'chai';
 import { useBroker, type TestBroker } from '../support/broker.js';
-import { connect, openSender, openReceiver, sendAll, collect, sleep, type Conn } from '../support/client.js';
+import { r, connect, openSender, openReceiver, sendAll, collect, sleep, type Conn } from '../support/client.js';
 import * as F from '../support/amqp-frames.js';
 import { RawClient, t, Code } from '../support/amqp-frames.js';
 
@@ -263,6 +263,15 @@ const cases: Case[] = [
     const c = await conn();
     const d = await refusedAttach(c, () => openSender(c, { address: 'hostile.args2', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.foo': 'x' } }), 'amqp:invalid-field');
     expect(d).to.include('sow.foo');
+  } },
+  { layer: 'client', name: 'two filters of one kind (two commands, two selectors) are an invalid field, not the last one applied', async run({ conn }) {
+    const c = await conn();
+    const d = (desc: string, v: any) => r.types.described_nc(r.types.wrap_symbol(desc), v);
+    const sowQ = { address: 'hostile.twocmd', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } };
+    const two = await refusedAttach(c, () => openReceiver(c, { ...sowQ, filter: { a: d('tidemark:command:symbol', r.types.wrap_symbol('sow')), b: d('tidemark:command:symbol', r.types.wrap_symbol('subscribe')) } }), 'amqp:invalid-field');
+    expect(two).to.equal('source filter: two tidemark:command:symbol filters (the second under key "b"); give each kind of filter once');
+    const sel = await refusedAttach(c, () => openReceiver(c, { address: 'hostile.twosel', filter: { s1: d('apache.org:selector-filter:string', r.types.wrap_string('a = 1')), s2: d('apache.org:selector-filter:string', r.types.wrap_string('b = 2')) } }), 'amqp:invalid-field');
+    expect(sel).to.include('two apache.org:selector-filter:string filters');
   } },
   { layer: 'client', name: "qpid.policy_type: 'bogus' is an invalid field", async run({ conn }) {
     const c = await conn();

@@ -118,6 +118,20 @@ describe('tools: drain against a broker', function () {
     expect((await drain('dr.all')).stdout).to.equal('');
   });
 
+  it('refuses before reading: a --checkpoint in a directory that does not exist, a broker URL with a bad % escape', async function () {
+    await send(b.get().url, 'dr.cpdir', [{ body: 'kept' }]);
+    const res = await drain('-t', '0', '--checkpoint', '/nonexistent-dir-tm/cp.json', 'dr.cpdir');
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.equal('Error: --checkpoint: the directory of /nonexistent-dir-tm/cp.json (/nonexistent-dir-tm) does not exist\n');
+    expect(res.stdout).to.equal('');
+    const url = await runTool('drain', ['-b', 'al%ce/pw@127.0.0.1:1', '-t', '0', 'q'], T);
+    expect(url.code).to.equal(1);
+    expect(url.stderr).to.equal("Error: broker URL: the user name has a '%' that is not a %XX escape (write a literal '%' as %25)\n");
+    // nothing was consumed
+    const rest = await drain('-t', '0', 'dr.cpdir');
+    expect(rest.stdout).to.equal('kept\n');
+  });
+
   it('an empty queue exits at once with nothing printed', async function () {
     const t0 = Date.now();
     const res = await drain('dr.empty');

@@ -34,6 +34,12 @@ describe('tools: spout', function () {
     }
   });
 
+  it('--delete without --key or a body says how to name the key (no broker round trip)', async function () {
+    const res = await runTool('spout', ['-b', 'amqp://127.0.0.1:1', '--delete', 'px'], T);
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.equal('Error: --delete needs the key of the record: --key K, or a body holding it (--json --content \'{"id": ...}\')\n');
+  });
+
   it('an address with node: {durable: False} declares a non-durable queue; without it the queue is durable', async function () {
     for (const [addr, name, durable] of [['sp.nd; {create: always, node: {durable: False}}', 'sp.nd', false], ['sp.nd2; {create: always, node: {type: queue, durable: false}}', 'sp.nd2', false], ['sp.d; {create: always}', 'sp.d', true]] as const) {
       const res = await spout('--content', 'x', addr);

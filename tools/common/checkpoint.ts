@@ -73,6 +73,9 @@ export function typedCheckpoint(cp: Record<string, unknown>): Record<string, unk
 }
 
 export function readCheckpoints(file: string): Record<string, unknown> {
+  // Where the file is to be written must exist before the first message is read, not after.
+  const dir = path.dirname(path.resolve(file));
+  if (!existsSync(dir)) throw new ToolError(`--checkpoint: the directory of ${file} (${dir}) does not exist`);
   if (!existsSync(file)) return {};
   let data: unknown;
   try { data = JSON.parse(readFileSync(file, 'utf8')); } catch (e) {

@@ -43,8 +43,14 @@ export function parseBrokerUrl(text: string): BrokerAddress {
     rest = rest.slice(at + 1);
     // Qpid writes user/pass; URLs write user:pass
     const sep = cred.search(/[/:]/);
-    username = decodeURIComponent(sep >= 0 ? cred.slice(0, sep) : cred);
-    password = sep >= 0 ? decodeURIComponent(cred.slice(sep + 1)) : undefined;
+    // %XX escapes are decoded in both forms (a password holding '@', '/' or ':' writes them so)
+    const decode = (part: string, what: string) => {
+      try { return decodeURIComponent(part); } catch {
+        throw new ToolError(`broker URL: the ${what} has a '%' that is not a %XX escape (write a literal '%' as %25)`);
+      }
+    };
+    username = decode(sep >= 0 ? cred.slice(0, sep) : cred, 'user name');
+    password = sep >= 0 ? decode(cred.slice(sep + 1), 'password') : undefined;
     if (!username) throw new ToolError(`empty user name in broker URL '${orig}'`);
   }
   let host = rest;

@@ -731,6 +731,9 @@ export class AmqpServer {
       for (const f of sourceFilters(source)) {
         const r = this.#backend.parseFilter(f.descriptor, f.value, q);
         if (!r) continue; // unknown filters are not applied and not echoed [AMQP 3.5.1]
+        // Only one of each kind applies; echoing two and applying the last would claim a
+        // filter the broker does not apply (wire.md 4).
+        if (parsed.has(r.symbol)) throw new TidemarkError(Conditions.invalidField, `source filter: two ${r.symbol} filters (the second under key ${JSON.stringify(f.key)}); give each kind of filter once`);
         parsed.set(r.symbol, r.parsed);
         if (r.parsed.predicate) predicates.push(r.parsed.predicate);
         if (r.symbol.startsWith('tidemark:')) annotate = true;

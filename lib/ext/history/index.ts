@@ -28,8 +28,14 @@ export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Exten
     const S = bm.kind === 'now' ? q.committedScn : bm.kind === 'epoch' ? 0 : resolved ?? 0;
     const plan: SowPlan = { command: c.command, options: c.options, completedMarker: false, annotate: req.annotate };
     // A point older than the window answers with nothing.
-    plan.historicalScn = bm.kind === 'time' && bm.ms < q.ctx.clock.now() - s.settings.historyWindow! ? -1 : S;
+    const beforeWindow = bm.kind === 'time' && bm.ms < q.ctx.clock.now() - s.settings.historyWindow!;
+    plan.historicalScn = beforeWindow ? -1 : S;
     if (c.command === 'sow_and_subscribe') {
+      // semantics.md 6: it needs history coverage of its starting point, or there is no state
+      // to replay from: refused at attach, before any marker.
+      if (beforeWindow) {
+        throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.text} is older than the history window of ${q.name} (${s.settings.historyWindow} ms): no state to start a sow_and_subscribe from`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': S } });
+      }
       if (s.oldestLogScn > 0 && S + 1 < s.oldestLogScn) throw new TidemarkError(Conditions.scnNotFound, `the log of ${q.name} no longer covers SCN ${S} (oldest ${s.oldestLogScn})`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': S } });
       plan.completedMarker = true;
     }
