@@ -53,7 +53,11 @@ export class NodeRegistry {
       }
       if (spec.name in out) throw new TidemarkError(Conditions.invalidField, `queue argument ${spec.name} given twice (as ${k})`);
       try { out[spec.name] = spec.parse(v); }
-      catch (e) { throw new TidemarkError(Conditions.invalidField, `queue argument ${k}: ${(e as Error).message}`); }
+      catch (e) {
+        // the parsers name the argument themselves ("qpid.max_count: expected ..."): once is enough
+        const m = (e as Error).message;
+        throw new TidemarkError(Conditions.invalidField, `queue argument ${m.startsWith(`${k}: `) || m.startsWith(`${spec.name}: `) ? m : `${k}: ${m}`}`);
+      }
     }
     for (const ext of reg.all) {
       try { ext.validateArguments?.(out); }

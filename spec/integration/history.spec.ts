@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { connect, openReceiver, collect, send, sleep, type Received } from '../support/client.js';
+import { connect, openReceiver, openSender, sendAll, collect, send, sleep, type Received } from '../support/client.js';
 import { tmFilters, cmdOf, scnOf, keyOf, bodyJson, sowQuery } from '../support/sow-client.js';
 import { ManualClock } from '../../lib/index.js';
 import { runRetention } from '../../lib/ext/sow/index.js';
@@ -201,6 +201,36 @@ describe('history and replay (semantics.md 6, 7)', function () {
     }, 1);
     expect(rn.map(cmdOf)).to.deep.equal(['completed', 'publish']);
     expect(scnOf(rn[1])).to.equal(6);
+  });
+
+  it('replay under a running publisher: completed comes at the replay target, before anything committed since (bookmark now: first of all)', async function () {
+    const q = 'h.cut';
+    await send(tb.url, histQueue(q), [pub({ id: 'a', v: 0 })]);
+    const pc = await connect(tb.url);
+    try {
+      const snd = await openSender(pc, q);
+      const publishing = sendAll(snd, Array.from({ length: 6000 }, (_, i) => pub({ id: `k${i % 50}`, v: i })));
+      for (let i = 0; i < 500 && tb.broker.nodes.get(q)!.committedScn < 300; i++) await sleep(5);
+      for (const bookmark of ['now', '100']) {
+        const c = await connect(tb.url);
+        try {
+          const rcv = await openReceiver(c, { address: q, filter: tmFilters({ command: 'subscribe', bookmark }) });
+          let afterCut = -1;
+          const got = await collect(rcv, { idleMs: 3000, credit: 500, until: (m) => { if (afterCut >= 0) afterCut++; else if (cmdOf(m) === 'completed') afterCut = 0; return afterCut === 50; } });
+          const cut = got.findIndex((m) => cmdOf(m) === 'completed');
+          expect(cut, `${bookmark}: completed arrives`).to.be.at.least(0);
+          if (bookmark === 'now') expect(cut, 'now: nothing old, completed first').to.equal(0);
+          const at = scnOf(got[cut]);
+          const before = got.slice(0, cut).map(scnOf), after = got.slice(cut + 1).map(scnOf);
+          if (bookmark === '100') expect(before[0]).to.equal(101);
+          // the replay ends at the cut, live events follow it: no gap, no duplicate
+          expect([...before, ...after]).to.deep.equal(Array.from({ length: before.length + after.length }, (_, i) => (before[0] ?? at + 1) + i));
+          expect(before.every((x) => x <= at) && after.every((x) => x > at), `${bookmark}: replay <= ${at} < live`).to.equal(true);
+          if (bookmark === 'now') expect(after.length, 'now: live events after completed').to.be.greaterThan(0);
+        } finally { await c.close(); }
+      }
+      await publishing;
+    } finally { await pc.close(); }
   });
 
   it('log.max_count trims the log; an older SCN bookmark fails with tidemark:scn-not-found unless bookmark_not_found says otherwise', async function () {

@@ -21,17 +21,22 @@ import { MarkerSink } from '../sow/marker-sink.js';
 import type { CommandOptions } from '../sow/options.js';
 
 /** Where a replay starts, per bookmark_not_found when the bookmark is older than the log. */
-export function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options: CommandOptions, oldest: number): number {
+/**
+ * Where a replay starts: after this SCN; `undefined` for the live end (`now`, or a bookmark
+ * that fell off with bookmark_not_found=now), taken when the link starts sending, so that
+ * nothing committed in between is replayed before `completed` ("now: nothing old", wire.md 5).
+ */
+export function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options: CommandOptions, oldest: number): number | undefined {
   // `0` (and bookmark_not_found=epoch) means everything retained: start before the oldest event.
   const epoch = oldest > 0 ? oldest - 1 : 0;
-  if (bm.kind === 'now') return q.committedScn;
+  if (bm.kind === 'now') return undefined;
   if (bm.kind === 'epoch') return epoch;
   const mode = options.bookmark_not_found ?? (bm.kind === 'scn' ? 'fail' : 'now');
   if (oldest > 0 && resolvedScn + 1 < oldest) {
     if (mode === 'fail') {
       throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.kind === 'scn' ? bm.scn : bm.text} is older than the retained log of ${q.name} (oldest SCN ${oldest})`, { info: { 'oldest-scn': oldest, 'requested-scn': resolvedScn } });
     }
-    return mode === 'epoch' ? epoch : q.committedScn;
+    return mode === 'epoch' ? epoch : undefined;
   }
   return resolvedScn;
 }
@@ -75,7 +80,7 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
     if (bm.kind === 'time') {
       start = 0;
       for (const e of list.list.live()) { if (e.ts > bm.ms) break; start = e.scn; }
-    } else start = replayStart(queue, bm, bm.kind === 'scn' ? bm.scn : 0, c.options, list.stats().oldestScn);
+    } else start = replayStart(queue, bm, bm.kind === 'scn' ? bm.scn : 0, c.options, list.stats().oldestScn) ?? queue.committedScn;
     return list.openConsumer({ ...req, mode: 'copy' }, markers, {
       startAfterScn: start, annotate: listAnnotations, onCaughtUp: () => listMarker(markers, 'completed', queue.committedScn),
     });

@@ -690,16 +690,17 @@ export class SowConsumer implements Consumer {
           continue;
         }
         if (this.#phase === 'events') {
+          // `completed` goes out the moment the replay reaches its target, before any event
+          // committed since: those are live (wire.md 5; "now" replays nothing old). It used to
+          // wait until nothing more was committed, so under load a live event came first.
+          if ((this.#plan.completedMarker || this.#plan.checkpoint?.bootstrap) && !this.#completedSent && this.#position >= this.#replayTarget) {
+            this.#completedSent = true;
+            this.#marker('completed', this.#position, this.#plan.checkpoint?.tracker.online());
+            continue;
+          }
           const ev = this.#nextEvent();
           if (ev === 'wait') break;
-          if (!ev) {
-            if ((this.#plan.completedMarker || this.#plan.checkpoint?.bootstrap) && !this.#completedSent && this.#position >= this.#replayTarget) {
-              this.#completedSent = true;
-              this.#marker('completed', this.#position, this.#plan.checkpoint?.tracker.online());
-              continue;
-            }
-            break;
-          }
+          if (!ev) break;
           this.#position = ev.scn;
           const cp = this.#plan.checkpoint;
           if (cp) {
