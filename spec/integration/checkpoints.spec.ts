@@ -29,7 +29,8 @@ function apply(state: Map<string, number>, msgs: Received[]): void {
   for (const m of msgs) {
     const cmd = cmdOf(m);
     const cp = checkpointOf(m) as any;
-    if (cmd === 'group_begin' && cp?.consumption_mode === 'BOOTSTRAP_SNAPSHOT' && cp.snapshot_offset === undefined) state.clear();
+    // a full bootstrap (since 0) is the whole state again; an incremental one brings the changes
+    if (cmd === 'group_begin' && cp?.consumption_mode === 'BOOTSTRAP_SNAPSHOT' && cp.snapshot_offset === undefined && !(Number(cp.bootstrap_since_scn) > 0)) state.clear();
     if (cmd === 'sow' || cmd === 'publish') state.set(keyOf(m), bodyJson(m).v);
     if (cmd === 'delete') state.delete(keyOf(m));
   }
@@ -38,6 +39,48 @@ function apply(state: Map<string, number>, msgs: Received[]): void {
 describe('consumer checkpoints and bootstrap (semantics.md 8, wire.md 6)', function () {
   this.timeout(60000);
   const b = useBroker();
+
+  it('a consumer that fell off gets an incremental bootstrap: the records changed since its position and tombstones for the keys deleted since; after a restart, a full one', async function () {
+    const q = 'cp.incr';
+    const url = b.get().url;
+    await send(url, sowQ(q, { 'log.max_count': 10 }), ['a1', 'a2', 'a3', 'a4', 'a5'].map((id) => rec(id, 1))); // SCN 1-5
+    const mine = new Map(['a1', 'a2', 'a3', 'a4', 'a5'].map((k) => [k, 1])); // the consumer's state after SCN 5
+    await send(url, q, [{ message_annotations: { 'x-opt-tm-op': 'delete' }, body: JSON.stringify({ id: 'a1' }) }, rec('a2', 2)]); // SCN 6, 7
+    await send(url, q, Array.from({ length: 30 }, (_, i) => rec(`b${String(i).padStart(2, '0')}`, i))); // SCN 8-37
+    await runRetention(b.get().broker);
+    expect(b.get().broker.queueInfo(b.get().broker.nodes.get(q)!).scn_oldest).to.equal(28);
+    const cp = { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 5, prevScn: 5, windowOffset: -1 };
+    const got = await read(url, q, cp, { until: (m) => cmdOf(m) === 'completed' });
+    const begin = plainCp(got[0]);
+    expect(cmdOf(got[0])).to.equal('group_begin');
+    expect(begin).to.include({ consumption_mode: 'BOOTSTRAP_SNAPSHOT', bootstrap_since_scn: 6, bootstrap_start_scn: 37 });
+    const snapshot = got.slice(1, got.findIndex((m) => cmdOf(m) === 'group_end'));
+    // in key order: a1's tombstone, a2's new version, the b's; nothing for a3-a5 (unchanged)
+    expect(snapshot.map((m) => `${cmdOf(m)} ${keyOf(m)} ${scnOf(m)}`)).to.deep.equal(['delete a1 6', 'sow a2 7', ...Array.from({ length: 30 }, (_, i) => `sow b${String(i).padStart(2, '0')} ${8 + i}`)]);
+    for (const m of snapshot) expect(plainCp(m)).to.include({ bootstrap_since_scn: 6, snapshot_offset: keyOf(m) });
+    apply(mine, got);
+    const sow = new Map((await sowQuery(url, q)).records.map((m) => [keyOf(m), bodyJson(m).v] as [string, number]));
+    expect(mine).to.deep.equal(sow);
+    // resumed mid-snapshot (after b04): the same since, on from the next key
+    const resumed = await read(url, q, plainCp(snapshot[6]), { until: (m) => cmdOf(m) === 'completed' });
+    expect(plainCp(resumed[0])).to.include({ bootstrap_since_scn: 6, snapshot_offset: 'b04' });
+    expect(keyOf(resumed[1])).to.equal('b05');
+    // a filtered link gets its whole (filtered) state: a record changed to no longer match would otherwise stay
+    const c = await connect(url);
+    try {
+      const rcv = await openReceiver(c, { address: q, filter: tmFilters({ checkpoint: cp, filter: '/v >= 0' }) });
+      const filtered = await collect(rcv, { idleMs: 700, credit: 200, until: (m) => cmdOf(m) === 'completed' });
+      expect(plainCp(filtered[0])).to.include({ bootstrap_since_scn: 0 });
+      expect(filtered.filter((m) => cmdOf(m) === 'sow')).to.have.length(sow.size);
+    } finally { await c.close(); }
+    // a restart forgets what was deleted before it: the same checkpoint gets a full bootstrap
+    await b.get().restart();
+    const full = await read(b.get().url, q, cp, { until: (m) => cmdOf(m) === 'completed' });
+    expect(plainCp(full[0])).to.include({ bootstrap_since_scn: 0 });
+    const fullSnap = full.slice(1, full.findIndex((m) => cmdOf(m) === 'group_end'));
+    expect(fullSnap.map(cmdOf).every((c) => c === 'sow')).to.equal(true);
+    expect(fullSnap.map(keyOf)).to.deep.equal([...sow.keys()].sort());
+  });
 
   it('every message carries its checkpoint; re-attaching with any of them resumes with no gap and no duplicate', async function () {
     const url = b.get().url;

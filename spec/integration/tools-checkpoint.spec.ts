@@ -63,11 +63,12 @@ describe('tools: checkpoints and durable subscriptions (acceptance D)', function
       }
       const first = await drain(3);
       expect(first.code, first.stderr).to.equal(0);
-      expect(lines(first.stdout)).to.deep.equal(['-- group_begin --', '{"id":1}', '{"id":10}', '{"id":11}']);
-      expect(JSON.parse(readFileSync(cp, 'utf8'))['d2m']).to.include({ consumption_mode: 'BOOTSTRAP_SNAPSHOT', snapshot_offset: '11' });
+      // incremental: the consumer holds the state after SCN 1 (id 1), so what changed from SCN 2 on
+      expect(lines(first.stdout)).to.deep.equal(['-- group_begin (changes since SCN 2) --', '{"id":10}', '{"id":11}', '{"id":12}']);
+      expect(JSON.parse(readFileSync(cp, 'utf8'))['d2m']).to.include({ consumption_mode: 'BOOTSTRAP_SNAPSHOT', snapshot_offset: '12', bootstrap_since_scn: 2 });
       const second = await drain(3);
       expect(second.code, second.stderr).to.equal(0);
-      expect(lines(second.stdout)).to.deep.equal(['-- group_begin (resumed after key 11) --', '{"id":12}', '{"id":13}', '{"id":14}']);
+      expect(lines(second.stdout)).to.deep.equal(['-- group_begin (resumed after key 12) --', '{"id":13}', '{"id":14}', '{"id":15}']);
     } finally { rmSync(dir, { recursive: true, force: true }); }
   });
 

@@ -116,7 +116,8 @@ export function table(headers: string[], rows: string[][]): string {
  * The text-mode line for a message with `x-opt-tm-cmd` that is not a record (undefined for a
  * record: `publish`, `sow`, or no command, whose body is printed):
  * `-- group_begin --` (`-- group_begin (resumed after key K) --` when its checkpoint resumes a
- * bootstrap snapshot after key K), `-- group_end --`, `-- completed --`, `OOF(<reason>) key=K`,
+ * bootstrap snapshot after key K, `-- group_begin (changes since SCN N) --` for an incremental
+ * bootstrap), `-- group_end --`, `-- completed --`, `OOF(<reason>) key=K`,
  * `-- delete key=K --`, and `-- <cmd> key=K --` for any other command.
  */
 export function commandLine(cmd: string | undefined, ann: Record<string, unknown>): string | undefined {
@@ -129,7 +130,10 @@ export function commandLine(cmd: string | undefined, ann: Record<string, unknown
   if (cmd === 'group_begin') {
     const cp = toPlain(ann['x-opt-tm-checkpoint']) as Record<string, unknown> | null;
     const after = cp && typeof cp === 'object' ? cp.snapshot_offset : undefined;
-    return after !== undefined && after !== null ? `-- group_begin (resumed after key ${after}) --` : '-- group_begin --';
+    if (after !== undefined && after !== null) return `-- group_begin (resumed after key ${after}) --`;
+    // An incremental bootstrap (semantics.md 8): what changed since SCN N, tombstones included.
+    const since = cp && typeof cp === 'object' ? Number(cp.bootstrap_since_scn ?? 0) : 0;
+    return since > 0 ? `-- group_begin (changes since SCN ${since}) --` : '-- group_begin --';
   }
   if (cmd === 'group_end' || cmd === 'completed') return `-- ${cmd} --`;
   return `-- ${cmd}${key !== undefined ? ` key=${key}` : ''} --`;

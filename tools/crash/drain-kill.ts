@@ -119,6 +119,9 @@ export interface DrainKillResult {
   fresh: { initial: number; online: number; snapshot: number; catchup: number; inStream: number };
   /** Restarts that resumed a snapshot (group_begin with snapshot_offset). */
   snapshotResumes: number;
+  /** Fresh bootstraps that were incremental (since > 0), and the tombstones their snapshots carried. */
+  incremental: number;
+  tombstones: number;
   stalls: number;
   events: number;
   rows: number;
@@ -147,6 +150,7 @@ interface Cp {
   windowScn: number;
   prevScn: number;
   windowOffset: number;
+  bootstrap_since_scn?: number;
   bootstrap_start_scn?: number;
   bootstrap_target_scn?: number;
   snapshot_offset?: string;
@@ -164,7 +168,7 @@ const num = (v: unknown): number | undefined => (v === undefined || v === null ?
 function normCp(v: any, from: 'printed' | 'file'): Cp | undefined {
   if (!v || typeof v !== 'object') return undefined;
   const cp: Cp = { consumption_mode: v.consumption_mode, windowScn: Number(v.windowScn), prevScn: Number(v.prevScn), windowOffset: Number(v.windowOffset) };
-  for (const k of ['bootstrap_start_scn', 'bootstrap_target_scn', 'catchup_offset'] as const) if (v[k] !== undefined && v[k] !== null) cp[k] = Number(v[k]);
+  for (const k of ['bootstrap_since_scn', 'bootstrap_start_scn', 'bootstrap_target_scn', 'catchup_offset'] as const) if (v[k] !== undefined && v[k] !== null) cp[k] = Number(v[k]);
   if (v.snapshot_offset !== undefined && v.snapshot_offset !== null) cp.snapshot_offset = String(v.snapshot_offset);
   const ts = v.tsNsecs;
   if (ts !== undefined && ts !== null) {
@@ -176,7 +180,7 @@ function normCp(v: any, from: 'printed' | 'file'): Cp | undefined {
   return cp;
 }
 
-const cpText = (cp: Cp | undefined) => (cp ? JSON.stringify([cp.consumption_mode, cp.windowScn, cp.prevScn, cp.windowOffset, cp.bootstrap_start_scn, cp.bootstrap_target_scn, cp.snapshot_offset, cp.catchup_offset, cp.tsNsecs]) : 'none');
+const cpText = (cp: Cp | undefined) => (cp ? JSON.stringify([cp.consumption_mode, cp.windowScn, cp.prevScn, cp.windowOffset, cp.bootstrap_since_scn, cp.bootstrap_start_scn, cp.bootstrap_target_scn, cp.snapshot_offset, cp.catchup_offset, cp.tsNsecs]) : 'none');
 
 function jsonOf(body: unknown): unknown {
   if (typeof body === 'string') { try { return JSON.parse(body); } catch { return body; } }
@@ -205,8 +209,9 @@ export class Consumer {
   /** key → record (SCN of its version, JSON body). */
   readonly state = new Map<string, { scn: number; body: unknown }>();
   mode: 'none' | 'snapshot' | 'catchup' | 'online' = 'none';
-  /** The bootstrap being applied: start S, last key applied, catch-up target T. */
+  /** The bootstrap being applied: start S, since (0: full), last key applied, catch-up target T. */
   snapS?: number;
+  since?: number;
   lastKey?: string;
   target?: number;
   /** Last applied event SCN (S after group_end). */
@@ -217,7 +222,7 @@ export class Consumer {
   /** The persisted checkpoint (the file's). */
   persisted: Cp;
   readonly violations: Violation[] = [];
-  readonly stats = { events: 0, rows: 0, rowsAfterStart: 0, fresh: { initial: 0, online: 0, snapshot: 0, catchup: 0, inStream: 0 }, snapshotResumes: 0 };
+  readonly stats = { events: 0, rows: 0, rowsAfterStart: 0, fresh: { initial: 0, online: 0, snapshot: 0, catchup: 0, inStream: 0 }, snapshotResumes: 0, incremental: 0, tombstones: 0 };
 
   constructor(initial: Cp) { this.persisted = initial; }
 
@@ -231,7 +236,8 @@ export class Consumer {
       case 'group_begin': this.#groupBegin(m, cp, where, firstOfRun); break;
       case 'sow': this.#row(m, cp, where); break;
       case 'group_end': this.#groupEnd(m, cp, where); break;
-      case 'publish': case 'delete': this.#event(m, cp, where); break;
+      case 'delete': if (this.mode === 'snapshot') this.#row(m, cp, where); else this.#event(m, cp, where); break;
+      case 'publish': this.#event(m, cp, where); break;
       case 'completed': this.#completed(m, cp, where); break;
       default: this.#bad('unexpected', where, `message with x-opt-tm-cmd ${JSON.stringify(m.cmd)} on a checkpoint link`);
     }
@@ -243,8 +249,17 @@ export class Consumer {
     const S = cp.bootstrap_start_scn;
     if (cp.windowScn !== S || cp.prevScn !== S || cp.windowOffset !== -1) this.#bad('checkpoint', where, `group_begin checkpoint window fields ${cp.windowScn}/${cp.prevScn}/${cp.windowOffset}, expected ${S}/${S}/-1`);
     if (cp.snapshot_offset === undefined) {
-      // A fresh bootstrap: the snapshot replaces whatever the consumer held.
+      // A fresh bootstrap: a full one (since 0) replaces whatever the consumer held; an
+      // incremental one brings what changed from `since` on, which must be right after what
+      // the consumer applied (semantics.md 8).
       const from = this.mode;
+      const since = cp.bootstrap_since_scn ?? 0;
+      if (since > 0) {
+        const had = from === 'online' ? this.prevW : from === 'catchup' ? this.pos : from === 'snapshot' ? (this.since ?? 0) - 1 : -1;
+        // (earlier is safe: the changes are sent again, idempotently; later would lose some)
+        if (since > had + 1 || had < 0) this.#bad('since', where, `incremental bootstrap since SCN ${since}, but the consumer (in ${from}) holds the state after SCN ${had}`);
+        this.stats.incremental++;
+      }
       if (from === 'snapshot' && this.lastKey === undefined && S === this.snapS) {
         // The same bootstrap again: the consumer had applied its group_begin and no record.
         this.stats.snapshotResumes++;
@@ -253,7 +268,8 @@ export class Consumer {
         else this.stats.fresh[from]++;
         if (!firstOfRun) this.stats.fresh.inStream++;
       }
-      this.state.clear();
+      if (since === 0) this.state.clear();
+      this.since = since;
       this.mode = 'snapshot';
       this.snapS = S; this.lastKey = undefined; this.target = undefined;
       this.win = undefined; this.prevW = S; this.pos = -1;
@@ -272,7 +288,10 @@ export class Consumer {
     if (this.lastKey !== undefined && !(key > this.lastKey)) this.#bad(key === this.lastKey ? 'duplicate' : 'order', where, `snapshot record ${key} after ${this.lastKey}`);
     if (m.scn === undefined) this.#bad('checkpoint', where, `sow record ${key} without x-opt-tm-scn`);
     else if (m.scn > (this.snapS ?? Infinity)) { this.stats.rowsAfterStart++; this.#bad('snapshot-scn', where, `snapshot record ${key} has SCN ${m.scn}, above the bootstrap start ${this.snapS}`); }
-    this.state.set(key, { scn: m.scn ?? -1, body: m.body });
+    else if (m.scn < (this.since ?? 0)) this.#bad('snapshot-scn', where, `incremental snapshot record ${key} has SCN ${m.scn}, before its since ${this.since}`);
+    if ((cp.bootstrap_since_scn ?? 0) !== (this.since ?? 0)) this.#bad('checkpoint', where, `snapshot row ${key}: bootstrap_since_scn ${cp.bootstrap_since_scn}, expected ${this.since}`);
+    if (m.cmd === 'delete') { this.state.delete(key); this.stats.tombstones++; }
+    else this.state.set(key, { scn: m.scn ?? -1, body: m.body });
     this.lastKey = key;
     this.stats.rows++;
   }
@@ -766,11 +785,11 @@ export async function runDrainKill(opts: DrainKillOptions): Promise<DrainKillRes
   violations.push(...consumer.violations);
   const s = consumer.stats;
   const summary = `kills=${kills} snapshot=${landed.snapshot} catchup=${landed.catchup} online=${landed.online} connecting=${landed.connecting} mid-window=${midWindow} mid-window-resumes=${midWindowResumes}`
-    + ` fresh-bootstraps=${s.fresh.initial + s.fresh.online + s.fresh.snapshot + s.fresh.catchup} (fell off: online=${s.fresh.online} snapshot=${s.fresh.snapshot} catchup=${s.fresh.catchup} in-stream=${s.fresh.inStream}) snapshot-resumes=${s.snapshotResumes} stalls=${stalls}`
+    + ` fresh-bootstraps=${s.fresh.initial + s.fresh.online + s.fresh.snapshot + s.fresh.catchup} (fell off: online=${s.fresh.online} snapshot=${s.fresh.snapshot} catchup=${s.fresh.catchup} in-stream=${s.fresh.inStream}) snapshot-resumes=${s.snapshotResumes} incremental=${s.incremental} tombstones=${s.tombstones} stalls=${stalls}`
     + ` events=${s.events} rows=${s.rows} rows-after-start=${s.rowsAfterStart} ops=${publisher?.ops ?? 0} txns=${publisher?.txns ?? 0} records=${finalRecords} head=${headScn} violations=${violations.length}`;
   for (const v of violations.slice(0, 30)) log(`  VIOLATION [${v.check}] ${v.detail}`);
   log(summary);
-  return { kills, landed, midWindow, midWindowResumes, fresh: { ...s.fresh }, snapshotResumes: s.snapshotResumes, stalls, events: s.events, rows: s.rows, rowsAfterStart: s.rowsAfterStart, publisherOps: publisher?.ops ?? 0, finalRecords, headScn, violations, summary };
+  return { kills, landed, midWindow, midWindowResumes, fresh: { ...s.fresh }, snapshotResumes: s.snapshotResumes, incremental: s.incremental, tombstones: s.tombstones, stalls, events: s.events, rows: s.rows, rowsAfterStart: s.rowsAfterStart, publisherOps: publisher?.ops ?? 0, finalRecords, headScn, violations, summary };
 }
 
 /** A `sow` query through `drain --sow -p json` (the tool a user would run): key → record, and the group_end SCN. */

@@ -125,14 +125,17 @@ export function encodeCheckpoint(cp: Checkpoint): EncodedValue {
  * `x-opt-tm-checkpoint` of the records of a bootstrap snapshot from SCN `S`: only
  * snapshot_offset changes from one record to the next, so the rest is encoded once.
  */
-export function snapshotCheckpointEncoder(S: number): (lastKey: string) => EncodedValue {
-  const head = encodeStringKeyedPairs(checkpointFields(snapshotCheckpoint(S, undefined)));
+export function snapshotCheckpointEncoder(S: number, since = 0): (lastKey: string) => EncodedValue {
+  const head = encodeStringKeyedPairs(checkpointFields(snapshotCheckpoint(S, undefined, since)));
   return (lastKey) => encodeStringKeyedMap({ snapshot_offset: lastKey }, head);
 }
 
-/** The checkpoint after the snapshot record `lastKey` of a bootstrap from SCN `S` (undefined: none yet). */
-export function snapshotCheckpoint(S: number, lastKey: string | undefined): Checkpoint {
-  return { consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: S, prevScn: S, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: S, snapshot_offset: lastKey };
+/**
+ * The checkpoint after the snapshot record `lastKey` of a bootstrap from SCN `S` (undefined:
+ * none yet); `since` > 0 for an incremental one (the records changed from `since` on).
+ */
+export function snapshotCheckpoint(S: number, lastKey: string | undefined, since = 0): Checkpoint {
+  return { consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: S, prevScn: S, windowOffset: -1, bootstrap_since_scn: since, bootstrap_start_scn: S, snapshot_offset: lastKey };
 }
 
 /** `x-opt-tm-checkpoint` for a message encoded by rhea (markers). */

@@ -31,25 +31,38 @@ export function listSubscriptions(b: BrokerContext) { return durablesByBroker.ge
  * Where a checkpoint resumes (semantics.md 8). `undefined` bootstrap = online from `position`.
  * Falling off the log (or windowScn = 0) bootstraps a SOW queue and is scn-not-found elsewhere.
  */
-export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBootstrap: boolean): CheckpointPlan & { position: number } {
+export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBootstrap: boolean, tombstoneFloor = Infinity): CheckpointPlan & { position: number } {
   refuseAhead(q, cp);
   const fellOff = (pos: number) => oldest > 0 && pos + 1 < oldest;
-  const fresh = (): CheckpointPlan & { position: number } => {
+  /**
+   * A bootstrap from scratch for a consumer whose state is that after SCN `had` (0: none).
+   * When the queue knows every delete since then, an incremental one (semantics.md 8): the
+   * records changed from had + 1 on, and tombstones; else a full one (since 0: the consumer
+   * resets its state at group_begin).
+   */
+  const fresh = (had = 0): CheckpointPlan & { position: number } => {
     if (!canBootstrap) {
       throw new TidemarkError(Conditions.scnNotFound, `checkpoint position of ${q.name} is older than the retained log (oldest SCN ${oldest}); a queue without SOW cannot bootstrap`, { info: { 'oldest-scn': oldest, 'requested-scn': cp.windowScn } });
     }
-    return { tracker: new WindowTracker({ prevScn: 0 }), skip: 0, bootstrap: {}, position: 0 };
+    const since = had > 0 && had + 1 >= tombstoneFloor ? had + 1 : 0;
+    return { tracker: new WindowTracker({ prevScn: 0 }), skip: 0, bootstrap: since > 0 ? { since } : {}, position: 0 };
   };
+  const since = cp.bootstrap_since_scn ?? 0;
   if (cp.consumption_mode === 'BOOTSTRAP_SNAPSHOT') {
     if (!canBootstrap) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: consumption_mode BOOTSTRAP_SNAPSHOT needs a SOW queue; ${q.name} has none`);
-    if (fellOff(cp.bootstrap_start_scn!)) return fresh();
-    return { tracker: new WindowTracker({ prevScn: cp.bootstrap_start_scn! }), skip: 0, bootstrap: { start: cp.bootstrap_start_scn, resumeAfterKey: cp.snapshot_offset }, position: cp.bootstrap_start_scn! };
+    // A snapshot resumes where it stopped; from scratch (the same since) when its start fell off
+    // the log or its tombstones are gone. The consumer's state is then still that before `since`
+    // plus some of the changes since: sending them all again from `since` is idempotent.
+    if (fellOff(cp.bootstrap_start_scn!) || (since > 0 && since < tombstoneFloor)) return fresh(since > 0 ? since - 1 : 0);
+    return { tracker: new WindowTracker({ prevScn: cp.bootstrap_start_scn! }), skip: 0, bootstrap: { start: cp.bootstrap_start_scn, resumeAfterKey: cp.snapshot_offset, ...(since > 0 ? { since } : {}) }, position: cp.bootstrap_start_scn! };
   }
   if (cp.consumption_mode === 'BOOTSTRAP_CATCHUP') {
     if (!canBootstrap) throw new TidemarkError(Conditions.invalidField, `tidemark:checkpoint:map: consumption_mode BOOTSTRAP_CATCHUP needs a SOW queue; ${q.name} has none`);
     const pos = cp.catchup_offset ?? cp.bootstrap_start_scn!;
-    if (fellOff(pos)) return fresh();
-    return { tracker: new WindowTracker({ prevScn: cp.prevScn, windowScn: cp.windowScn, windowOffset: cp.windowOffset }), skip: 0, bootstrap: { start: cp.bootstrap_start_scn, target: cp.bootstrap_target_scn, position: pos }, position: pos };
+    // Its state is the state after `pos` (the snapshot, then the events up to it): a restart
+    // bootstraps the changes since (semantics.md 8: "since = the snapshot's progress").
+    if (fellOff(pos)) return fresh(pos);
+    return { tracker: new WindowTracker({ prevScn: cp.prevScn, windowScn: cp.windowScn, windowOffset: cp.windowOffset }), skip: 0, bootstrap: { start: cp.bootstrap_start_scn, target: cp.bootstrap_target_scn, position: pos, ...(since > 0 ? { since } : {}) }, position: pos };
   }
   if (cp.windowScn === -1) {
     const pos = oldest > 0 ? oldest - 1 : q.committedScn;
@@ -57,7 +70,7 @@ export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBoot
   }
   if (cp.windowScn === 0 && canBootstrap) return fresh();
   const pos = cp.windowOffset === -1 ? cp.windowScn : Math.max(0, cp.prevScn);
-  if (fellOff(pos)) return fresh();
+  if (fellOff(pos)) return fresh(Math.max(0, cp.prevScn));
   // Mid-window: replay the window from its start and skip the `windowOffset` events already
   // consumed. The tracker starts before the window and counts the skipped events as they
   // pass (starting it at windowOffset counted them twice: the next checkpoints were ahead,
@@ -95,7 +108,7 @@ function openCheckpointed(queue: Queue, req: ConsumerRequest, sink: DeliverySink
   const { command, options } = commandOf(req);
   if (queue.structure instanceof SowStructure) {
     const s = queue.structure;
-    const plan = checkpointPlan(queue, cp, s.oldestLogScn, true);
+    const plan = checkpointPlan(queue, cp, s.oldestLogScn, true, s.tombstoneFloor);
     return new SowConsumer(s, req, sink, { command: 'subscribe', options, completedMarker: false, annotate: req.annotate, checkpoint: plan, replayAfter: plan.position });
   }
   // A plain queue: online only (every entry is a window of one). Its sow / sow_and_subscribe

@@ -52,10 +52,12 @@ export interface CheckpointPlan {
   /** Events to pass without delivery (a mid-window resume). */
   skip: number;
   /** Bootstrapping: snapshot (unless `target` is known), then catch-up to the target, then online. */
-  bootstrap?: { start?: number; resumeAfterKey?: string; target?: number; position?: number };
+  bootstrap?: { start?: number; resumeAfterKey?: string; target?: number; position?: number; since?: number };
 }
 
-interface Row { key: string; scn: number; ts: number; bytes: Buffer; /** expiry (ms) of a record with a TTL */ exp?: number }
+interface Row { key: string; scn: number; ts: number; bytes: Buffer; /** expiry (ms) of a record with a TTL */ exp?: number; /** an incremental bootstrap's tombstone: sent as a delete */ tomb?: true }
+/** The body of a tombstone: the deleted record's state is not kept. */
+const TOMBSTONE_BYTES = encodeMessage({ body: null });
 
 /** Snapshot rows read per fetch; fetches follow each other while at most LOW_WATER rows wait to be sent. */
 const SNAPSHOT_CHUNK = 512;
@@ -211,6 +213,16 @@ export class SowConsumer implements Consumer {
         const t = this.#plan.checkpoint!.tracker;
         t.prevScn = t.windowScn = S; t.windowOffset = -1;
       }
+      // Incremental (semantics.md 8): tombstones for the keys deleted in [since, start], merged
+      // into the records in key order. Gone meanwhile (a restart, the cap): a full one instead.
+      this.#tombs = undefined;
+      if (boot.since !== undefined && boot.since > 0) {
+        // A filtered link cannot take the changes only: a record that changed since and no
+        // longer matches would stay with the consumer. It gets the whole (filtered) state.
+        const tombs = this.#req.predicates.length ? undefined : this.#s.tombstonesSince(boot.since, boot.start, boot.resumeAfterKey);
+        if (tombs) this.#tombs = new Fifo(tombs.map((t) => ({ ...t, b: Buffer.from(t.key, 'utf8') })));
+        else { boot.since = undefined; boot.resumeAfterKey = undefined; }
+      }
       this.#marker('group_begin', undefined, this.#snapshotCheckpoint(boot.resumeAfterKey));
       this.#position = boot.start;
       this.#groupEndScn = S;
@@ -225,7 +237,20 @@ export class SowConsumer implements Consumer {
   }
 
   #snapshotCheckpoint(lastKey: string | undefined): Checkpoint {
-    return snapshotCheckpoint(this.#plan.checkpoint!.bootstrap!.start!, lastKey);
+    const boot = this.#plan.checkpoint!.bootstrap!;
+    return snapshotCheckpoint(boot.start!, lastKey, boot.since ?? 0);
+  }
+  /** An incremental bootstrap's tombstones still to merge into the snapshot, in key order. */
+  #tombs?: Fifo<{ key: string; scn: number; b: Buffer }>;
+  /** Moves the tombstones before `key` (all of them when undefined) into the rows. */
+  #mergeTombs(key: string | undefined): void {
+    const t = this.#tombs;
+    if (!t) return;
+    const kb = key === undefined ? undefined : Buffer.from(key, 'utf8');
+    while (t.length && (!kb || Buffer.compare(t.at(0)!.b, kb) < 0)) {
+      const { key: k, scn } = t.shift()!;
+      this.#rows.push({ key: k, scn, ts: this.#snapAt, bytes: TOMBSTONE_BYTES, tomb: true });
+    }
   }
 
   /** Encodes the checkpoint of each bootstrap snapshot record (set with the snapshot's start). */
@@ -240,7 +265,7 @@ export class SowConsumer implements Consumer {
       // (A literal, not a spread of online(): this runs for every catch-up event.)
       return {
         consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: t.windowScn, prevScn: t.prevScn, windowOffset: t.windowOffset, tsNsecs: t.tsNsecs,
-        bootstrap_since_scn: 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: ev.scn,
+        bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: ev.scn,
       };
     }
     return t.online();
@@ -300,15 +325,20 @@ export class SowConsumer implements Consumer {
     this.#fetching = true;
     try {
       const batch = await this.#snapshotCursor.next(SNAPSHOT_CHUNK);
-      if (batch.length === 0) { this.#rowsDone = true; await this.#releaseSnapshot(); }
+      // (the last tombstones go in before the snapshot is marked done: a pump during the release must not end it without them)
+      if (batch.length === 0) { this.#mergeTombs(undefined); this.#rowsDone = true; await this.#releaseSnapshot(); }
       // A bootstrap snapshot resumed on a later link reads today's records: those changed after
       // the bootstrap's start SCN are left to catch-up (semantics.md 8), which replays them.
-      const start = this.#plan.checkpoint?.bootstrap?.start;
+      const boot = this.#plan.checkpoint?.bootstrap;
+      const start = boot?.start, since = boot?.since ?? 0;
       for (const [k, v] of batch) {
         const { meta, message } = decodeEvent(v);
         if (SowStructure.expiredAt(meta.exp, this.#snapAt)) continue;
         const scn = meta.w ?? 0;
         if (start !== undefined && scn > start) continue;
+        // An incremental bootstrap sends what changed from `since` on: the consumer has the rest.
+        if (scn < since) continue;
+        this.#mergeTombs(k);
         this.#rows.push(meta.exp !== undefined ? { key: k, scn, ts: meta.ts, bytes: message, exp: meta.exp } : { key: k, scn, ts: meta.ts, bytes: message });
       }
     } finally { this.#fetching = false; }
@@ -527,8 +557,10 @@ export class SowConsumer implements Consumer {
     if (i >= 0) return i < s.ring.length ? s.ring[i] : undefined;
     if (this.#position + 1 < s.oldestLogScn && s.oldestLogScn > 0 && this.#plan.checkpoint) {
       // A checkpoint consumer that falls behind the retained log (say, during a long snapshot)
-      // bootstraps again from scratch (semantics.md 8): group_begin tells it to reset.
-      this.#plan.checkpoint.bootstrap = {};
+      // bootstraps again (semantics.md 8): the changes since its position when every delete
+      // since is known, else in full (group_begin with since 0 tells it to reset).
+      const had = this.#plan.checkpoint.tracker.prevScn;
+      this.#plan.checkpoint.bootstrap = had > 0 && had + 1 >= s.tombstoneFloor ? { since: had + 1 } : {};
       this.#plan.checkpoint.skip = 0;
       this.#logRows = new Fifo();
       this.#logGeneration++; // a log read still in flight belongs to the old position
@@ -661,6 +693,13 @@ export class SowConsumer implements Consumer {
             // Read the next chunk while this one is sent, so the link never waits on LevelDB.
             // (At or below the mark, not at it: a historical chunk picks fewer rows than it reads.)
             if (this.#rows.length <= SNAPSHOT_LOW_WATER && !this.#fetching && !this.#rowsDone && !this.#pageFull()) this.#fetchSnapshot();
+            if (r.tomb) {
+              // an incremental bootstrap's tombstone (checkpoint links only: no filter can judge it)
+              const ann = this.#annotations('delete', r.scn, r.key, r.ts);
+              ann['x-opt-tm-checkpoint'] = (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(this.#plan.checkpoint!.bootstrap!.start!, this.#plan.checkpoint!.bootstrap!.since ?? 0))(r.key);
+              this.#send(r.bytes, ann);
+              continue;
+            }
             if (this.#plan.replaceFrom && !this.#replaceRow(r)) continue;
             if (this.#sortedLoaded || this.#admitRow(r)) {
               this.#sent++;
@@ -668,7 +707,7 @@ export class SowConsumer implements Consumer {
               else if (this.#plan.command === 'sow') this.#queried.push(r.key);
               const ann = this.#annotations('sow', r.scn, r.key, r.ts);
               const boot = this.#plan.checkpoint?.bootstrap;
-              if (boot) ann['x-opt-tm-checkpoint'] = (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(boot.start!))(r.key);
+              if (boot) ann['x-opt-tm-checkpoint'] = (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(boot.start!, boot.since ?? 0))(r.key);
               this.#send(r.bytes, ann, undefined, r.exp);
             }
             continue;
@@ -681,7 +720,7 @@ export class SowConsumer implements Consumer {
             // CATCHUP target: the head when the snapshot ends.
             boot.target = this.#s.queue.committedScn;
             this.#replayTarget = boot.target;
-            this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start });
+            this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start });
           } else {
             this.#replaceDeleted();
             this.#marker('group_end', this.#groupEndScn, undefined, this.#groupEndScn);

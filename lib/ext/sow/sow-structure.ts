@@ -21,6 +21,7 @@ import { logger } from '../../core/log.js';
 import { amqpTypes } from '../../codec/amqp.js';
 import { ownCopy } from '../../codec/own-bytes.js';
 import { VersionIndex } from './version-index.js';
+import { Fifo } from '../../core/fifo.js';
 
 const log = logger('sow');
 const EMPTY = Buffer.alloc(0);
@@ -70,6 +71,8 @@ interface SweptRow { k: Buffer; ts: number; tomb: boolean }
 
 /** Recent events kept in memory for subscribers (older ones are read from the log). */
 const RING_CAPACITY = 20000;
+/** Deleted keys remembered for incremental bootstraps (past it the oldest go, and the floor moves up). */
+const TOMBSTONE_CAP = 100_000;
 const RING_CHUNK = 2000;
 /** History sweep pacing: at least this many rows per background tick… */
 const SWEEP_MIN_ROWS = 20000;
@@ -87,6 +90,19 @@ export class SowStructure implements QueueStructure {
    * version kept before it), until the key is re-created or the tombstone purged.
    */
   readonly #tombs = new Map<string, { scn: number; ts: number; lastKeptTs?: number }>();
+  /**
+   * Deleted keys and the SCN of their delete, for incremental bootstraps (semantics.md 8: a
+   * consumer that fell off the log gets the records changed since its position and a
+   * tombstone for each key deleted since). In memory: complete for deletes at or after
+   * `tombstoneFloor`, which starts at the head when the queue is recovered (what was deleted
+   * before a restart is not known) and moves up as the oldest are dropped past TOMBSTONE_CAP.
+   * A key re-created leaves the map (its record then says what the consumer needs).
+   */
+  readonly #deleted = new Map<string, number>();
+  /** Deletes in SCN order, to drop the oldest (entries whose key was re-created or deleted again are skipped). */
+  readonly #deletedOrder = new Fifo<{ key: string; scn: number }>();
+  /** Deletes from this SCN on are all in #deleted. */
+  tombstoneFloor = 1;
   /** Per key, the SCNs of its rows in the `hist` table (historical queries; version-index.ts). */
   readonly versions = new VersionIndex();
   /** Recent committed events, oldest first (SCNs increasing, gaps possible after failures). */
@@ -281,6 +297,8 @@ export class SowStructure implements QueueStructure {
         }
         // A version stopped being current (or a tombstone was written) at ts: the sweep has work once ts leaves the window.
         if (this.hasHistory && (prev || op === 'delete')) this.#noteSupersede(ts);
+        if (op === 'delete') this.#noteDeleted(key, scn);
+        else if (this.#deleted.size) this.#deleted.delete(key);
         this.logCount++;
         if (this.oldestLogScn === 0) this.oldestLogScn = scn;
         this.ring.push(ev);
@@ -293,6 +311,36 @@ export class SowStructure implements QueueStructure {
         if (indexed) this.#lastIndexedTs = -1; // its index row was not written: index the next event
       },
     };
+  }
+
+  #noteDeleted(key: string, scn: number): void {
+    this.#deleted.set(key, scn);
+    this.#deletedOrder.push({ key, scn });
+    while (this.#deletedOrder.length > TOMBSTONE_CAP) {
+      const old = this.#deletedOrder.shift()!;
+      if (this.#deleted.get(old.key) === old.scn) this.#deleted.delete(old.key);
+      this.tombstoneFloor = Math.max(this.tombstoneFloor, old.scn + 1);
+    }
+  }
+
+  /**
+   * The keys deleted at SCNs in [since, upTo] and not re-created since, in LevelDB key order
+   * (UTF-8 bytes, as the snapshot's rows come), after `afterKey` when given. Undefined when
+   * the deletes from `since` on are not all known (below tombstoneFloor): the caller then
+   * bootstraps in full.
+   */
+  tombstonesSince(since: number, upTo: number, afterKey?: string): Array<{ key: string; scn: number }> | undefined {
+    if (since < this.tombstoneFloor) return undefined;
+    const after = afterKey === undefined ? undefined : Buffer.from(afterKey, 'utf8');
+    const out: Array<{ key: string; scn: number; b: Buffer }> = [];
+    for (const [key, scn] of this.#deleted) {
+      if (scn < since || scn > upTo) continue;
+      const b = Buffer.from(key, 'utf8');
+      if (after && Buffer.compare(b, after) <= 0) continue;
+      out.push({ key, scn, b });
+    }
+    out.sort((x, y) => Buffer.compare(x.b, y.b));
+    return out.map(({ key, scn }) => ({ key, scn }));
   }
 
   /** Timestamp of the newest time-index row written (see prepare). */
@@ -418,6 +466,8 @@ export class SowStructure implements QueueStructure {
     }
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
     if (head) max = Math.max(max, readScn(head, 0) - 1);
+    // What was deleted before this start is not known: incremental bootstraps from here on.
+    this.tombstoneFloor = max + 1;
     return max;
   }
 

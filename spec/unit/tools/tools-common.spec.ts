@@ -36,6 +36,8 @@ describe('tools/common: text forms', function () {
     expect(commandLine('group_begin', {})).to.equal('-- group_begin --');
     expect(commandLine('group_begin', { 'x-opt-tm-checkpoint': { consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: 9 } })).to.equal('-- group_begin --');
     expect(commandLine('group_begin', { 'x-opt-tm-checkpoint': { consumption_mode: 'BOOTSTRAP_SNAPSHOT', snapshot_offset: 'K7' } })).to.equal('-- group_begin (resumed after key K7) --');
+    expect(commandLine('group_begin', { 'x-opt-tm-checkpoint': { consumption_mode: 'BOOTSTRAP_SNAPSHOT', bootstrap_since_scn: 42 } })).to.equal('-- group_begin (changes since SCN 42) --');
+    expect(commandLine('group_begin', { 'x-opt-tm-checkpoint': { consumption_mode: 'BOOTSTRAP_SNAPSHOT', bootstrap_since_scn: 0 } })).to.equal('-- group_begin --');
     expect(commandLine('group_end', { 'x-opt-tm-scn': 4 })).to.equal('-- group_end --');
     expect(commandLine('completed', {})).to.equal('-- completed --');
     expect(commandLine('future_cmd', {})).to.equal('-- future_cmd --');
