@@ -8,7 +8,7 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { hostname } from 'node:os';
 import { parseAddress, addressToLinkOptions, parseDuration, SELECTOR_FILTER_SYMBOL } from '../lib/address/index.js';
-import { main, commonOptions, ToolError, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
+import { main, commonOptions, ToolError, usageError, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
 import { connect, openReceiver, typedTerminus, describeError, wrapDescribed, r } from './common/connection.js';
 import { bodyText, headerLines, messageObject, commandLine } from './common/format.js';
 import { FLEXIBLE_CHECKPOINT, checkpointPlain, typedCheckpoint, readCheckpoints, prepareCheckpoints, commitCheckpoints, abandonCheckpoints, removeStaleTmp, type PreparedCheckpoints } from './common/checkpoint.js';
@@ -63,7 +63,7 @@ async function run(): Promise<number> {
     .strict()
     .help()
     .version(false)
-    .fail((msg, err) => { throw err ?? new ToolError(msg); })
+    .fail((msg, err, y) => { throw usageError(msg, err, y); })
     .parseAsync();
 
   const count = intOption('count', argv.count);

@@ -8,7 +8,7 @@ import { hideBin } from 'yargs/helpers';
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { parseAddress, addressToLinkOptions } from '../lib/address/index.js';
-import { main, commonOptions, ToolError, keyValues, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
+import { main, commonOptions, ToolError, usageError, keyValues, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
 import { connect, openSender, typedTerminus, describeError, r } from './common/connection.js';
 import { bodyText } from './common/format.js';
 
@@ -51,7 +51,7 @@ async function run(): Promise<number> {
     .strict()
     .help()
     .version(false)
-    .fail((msg, err) => { throw err ?? new ToolError(msg); })
+    .fail((msg, err, y) => { throw usageError(msg, err, y); })
     .parseAsync();
 
   const count = argv.count === undefined ? (argv['content-stdin'] ? 0 : 1) : intOption('count', argv.count);

@@ -7,7 +7,7 @@ import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { parseDuration } from '../lib/address/index.js';
 import { hashPassword } from '../lib/core/auth.js';
-import { main, commonOptions, ToolError, keyValues, intOption, errorMessage } from './common/cli.js';
+import { main, commonOptions, ToolError, usageError, keyValues, intOption, errorMessage } from './common/cli.js';
 import { connect, r } from './common/connection.js';
 import { ManagementClient } from './common/management.js';
 import { table, toPlain, formatDuration } from './common/format.js';
@@ -191,7 +191,7 @@ async function run(): Promise<number> {
     .strict()
     .help()
     .version(false)
-    .fail((msg, err) => { throw err ?? new ToolError(msg); })
+    .fail((msg, err, y) => { throw usageError(msg, err, y); })
     .parseAsync();
   return result;
 }

@@ -127,6 +127,10 @@ describe('tools: drain against a broker', function () {
     const url = await runTool('drain', ['-b', 'al%ce/pw@127.0.0.1:1', '-t', '0', 'q'], T);
     expect(url.code).to.equal(1);
     expect(url.stderr).to.equal("Error: broker URL: the user name has a '%' that is not a %XX escape (write a literal '%' as %25)\n");
+    // a mistyped flag took the address as its value: the flag is named, not a missing address
+    const typo = await drain('-t', '0', '--brwse', 'dr.cpdir');
+    expect(typo.code).to.equal(1);
+    expect(typo.stderr).to.equal('Error: Unknown argument: brwse (an unknown flag takes the word after it as its value: was that the address?)\n');
     // nothing was consumed
     const rest = await drain('-t', '0', 'dr.cpdir');
     expect(rest.stdout).to.equal('kept\n');

@@ -14,7 +14,7 @@
  */
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { main, ToolError, commonOptions } from '../common/cli.js';
+import { main, ToolError, usageError, commonOptions } from '../common/cli.js';
 import { parseBrokerUrl, parseConnectionOptions } from '../common/connection.js';
 import { connect, setCorkWrites } from './lib/amqp.js';
 import { tuneRhea } from '../../lib/core/protocol/rhea-tuning.js';
@@ -85,7 +85,7 @@ main(async () => {
     .option('progress', { type: 'boolean', describe: 'progress bar on stderr (default: when stderr is a terminal)' })
     .strict()
     .help()
-    .fail((msg, err) => { throw err ?? new ToolError(msg); })
+    .fail((msg, err, y) => { throw usageError(msg, err, y); })
     .parseAsync();
 
   const workloads = String(argv.workloads).split(',').map((s) => s.trim()).filter(Boolean) as Workload[];

@@ -10,6 +10,26 @@ const r: any = rhea;
 /** A failure to report as `Error: <message>` (no stack trace). */
 export class ToolError extends Error {}
 
+/**
+ * The error for a yargs usage failure. A mistyped flag (`--brwse q`) takes the next word as
+ * its value, so yargs reports a missing address rather than the flag: name the flag then.
+ */
+export function usageError(msg: string | undefined, err: Error | undefined, y: any): Error {
+  if (err) return err;
+  if (msg && /^Not enough non-option arguments/.test(msg)) {
+    const opts = y?.getOptions?.() ?? {};
+    const known = new Set<string>(['help', 'version', ...Object.keys(opts.key ?? {}), ...Object.values(opts.alias ?? {}).flat() as string[]]);
+    const unknown = process.argv.slice(2)
+      .filter((a) => /^--[^-]/.test(a))
+      .map((a) => a.slice(2).split('=')[0])
+      .filter((n) => !known.has(n) && !known.has(n.replace(/^no-/, '')));
+    if (unknown.length) {
+      return new ToolError(`Unknown argument${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')} (an unknown flag takes the word after it as its value: was that the address?)`);
+    }
+  }
+  return new ToolError(msg ?? 'bad arguments');
+}
+
 export const commonOptions = {
   broker: {
     alias: 'b',
