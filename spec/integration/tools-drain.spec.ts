@@ -131,6 +131,10 @@ describe('tools: drain against a broker', function () {
     const typo = await drain('-t', '0', '--brwse', 'dr.cpdir');
     expect(typo.code).to.equal(1);
     expect(typo.stderr).to.equal('Error: Unknown argument: brwse (an unknown flag takes the word after it as its value: was that the address?)\n');
+    // TLS to a plain port: one line saying so (no OpenSSL dump, no SNI warning for an IP)
+    const tls = await drain('-t', '0', '--connection-options', '{transport: ssl}', 'dr.cpdir');
+    expect(tls.code).to.equal(1);
+    expect(tls.stderr).to.match(/^Error: cannot connect to amqp:\/\/127\.0\.0\.1:\d+: the TLS handshake failed \(wrong version number\): is this a TLS port\? \(amqps:\/\/ and transport ssl need one\)\n$/);
     // nothing was consumed
     const rest = await drain('-t', '0', 'dr.cpdir');
     expect(rest.stdout).to.equal('kept\n');

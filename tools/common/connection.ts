@@ -3,6 +3,7 @@
  * `--connection-options` (a Qpid map) and promise helpers over rhea with bounded waits, so a
  * tool never hangs on a silent broker.
  */
+import { isIP } from 'node:net';
 import rhea from 'rhea';
 import { randomUUID } from 'node:crypto';
 import { parseQpidMap } from '../../lib/address/index.js';
@@ -155,7 +156,11 @@ export function connectPlan(settings: ConnectSettings): ConnectPlan {
   const mechs = co.sasl_mechanisms?.toUpperCase() ?? '';
   const containerId = co.container_id ?? settings.containerId ?? `tidemark-tool-${randomUUID()}`;
   const options: Record<string, unknown> = { host: addr.host, port: addr.port, reconnect: false };
-  if (addr.scheme === 'amqps' || co.transport === 'ssl' || co.transport === 'tls') options.transport = 'tls';
+  if (addr.scheme === 'amqps' || co.transport === 'ssl' || co.transport === 'tls') {
+    options.transport = 'tls';
+    // SNI carries host names only (RFC 6066): for an IP address send none (Node warns otherwise)
+    if (isIP(addr.host)) options.servername = '';
+  }
   let mechanism: ConnectPlan['mechanism'] = 'none';
   let user: string | undefined;
   if (mechs && !mechs.includes('PLAIN')) {
@@ -210,6 +215,10 @@ export function connectFailure(plan: ConnectPlan, e: { condition?: unknown; desc
     const reason = cond && desc ? `${cond}: ${desc}` : cond || desc;
     return `connection to ${where} refused: ${reason || 'the broker closed it without giving a reason'}`;
   }
+  // OpenSSL's text ("...:SSL routines:ssl3_get_record:wrong version number:../deps/...") says
+  // which step failed; the user needs to know the port did not answer in TLS.
+  const ssl = /SSL routines:[^:]*:([^:]+)/.exec(desc);
+  if (ssl) return `cannot connect to ${where}: the TLS handshake failed (${ssl[1]}): is this a TLS port? (amqps:// and transport ssl need one)`;
   return `cannot connect to ${where}: ${desc || cond || 'disconnected'}`;
 }
 
