@@ -44,12 +44,16 @@ describe('consumer checkpoints and bootstrap (semantics.md 8, wire.md 6)', funct
     const q = 'cp.incr';
     const url = b.get().url;
     await send(url, sowQ(q, { 'log.max_count': 10 }), ['a1', 'a2', 'a3', 'a4', 'a5'].map((id) => rec(id, 1))); // SCN 1-5
-    const mine = new Map(['a1', 'a2', 'a3', 'a4', 'a5'].map((k) => [k, 1])); // the consumer's state after SCN 5
+    const mine = new Map<string, number>();
+    const first = await read(url, q, FLEX, { count: 5 }); // flexible: online from the oldest
+    apply(mine, first);
+    expect([...mine.keys()]).to.deep.equal(['a1', 'a2', 'a3', 'a4', 'a5']); // the consumer's state after SCN 5
+    const cp = plainCp(first[first.length - 1]);
+    expect(cp).to.include({ consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 5, prevScn: 5 });
     await send(url, q, [{ message_annotations: { 'x-opt-tm-op': 'delete' }, body: JSON.stringify({ id: 'a1' }) }, rec('a2', 2)]); // SCN 6, 7
     await send(url, q, Array.from({ length: 30 }, (_, i) => rec(`b${String(i).padStart(2, '0')}`, i))); // SCN 8-37
     await runRetention(b.get().broker);
     expect(b.get().broker.queueInfo(b.get().broker.nodes.get(q)!).scn_oldest).to.equal(28);
-    const cp = { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 5, prevScn: 5, windowOffset: -1 };
     const got = await read(url, q, cp, { until: (m) => cmdOf(m) === 'completed' });
     const begin = plainCp(got[0]);
     expect(cmdOf(got[0])).to.equal('group_begin');
@@ -73,6 +77,10 @@ describe('consumer checkpoints and bootstrap (semantics.md 8, wire.md 6)', funct
       expect(plainCp(filtered[0])).to.include({ bootstrap_since_scn: 0 });
       expect(filtered.filter((m) => cmdOf(m) === 'sow')).to.have.length(sow.size);
     } finally { await c.close(); }
+    // a checkpoint without the time of its last event cannot show it is from this queue: full
+    const { tsNsecs: _ts, ...noTs } = cp;
+    const blind = await read(url, q, noTs, { until: (m) => cmdOf(m) === 'completed' });
+    expect(plainCp(blind[0])).to.include({ bootstrap_since_scn: 0 });
     // a restart forgets what was deleted before it: the same checkpoint gets a full bootstrap
     await b.get().restart();
     const full = await read(b.get().url, q, cp, { until: (m) => cmdOf(m) === 'completed' });
@@ -80,6 +88,25 @@ describe('consumer checkpoints and bootstrap (semantics.md 8, wire.md 6)', funct
     const fullSnap = full.slice(1, full.findIndex((m) => cmdOf(m) === 'group_end'));
     expect(fullSnap.map(cmdOf).every((c) => c === 'sow')).to.equal(true);
     expect(fullSnap.map(keyOf)).to.deep.equal([...sow.keys()].sort());
+  });
+
+  it('a checkpoint from a queue since deleted and re-created (SCNs start again) gets a full bootstrap, not an incremental one', async function () {
+    const q = 'cp.again';
+    const url = b.get().url;
+    await send(url, sowQ(q, { 'log.max_count': 20 }), Array.from({ length: 50 }, (_, i) => rec(`old${i}`, i)));
+    const seen = await read(url, q, FLEX, { count: 50 });
+    const cp = plainCp(seen[seen.length - 1]);
+    expect(cp).to.include({ windowScn: 50 });
+    await sleep(5); // the new queue's clock start is after the old queue's last event
+    expect(await b.get().broker.nodes.delete(q)).to.equal(true);
+    await send(url, sowQ(q, { 'log.max_count': 20 }), Array.from({ length: 100 }, (_, i) => rec(`new${i}`, i))); // SCN 1-100
+    await runRetention(b.get().broker);
+    const got = await read(url, q, cp, { until: (m) => cmdOf(m) === 'completed' });
+    expect(plainCp(got[0])).to.include({ consumption_mode: 'BOOTSTRAP_SNAPSHOT', bootstrap_since_scn: 0 });
+    const state = new Map<string, number>();
+    for (let i = 0; i < 50; i++) state.set(`old${i}`, i);
+    apply(state, got);
+    expect([...state.keys()].sort()).to.deep.equal(Array.from({ length: 100 }, (_, i) => `new${i}`).sort());
   });
 
   it('every message carries its checkpoint; re-attaching with any of them resumes with no gap and no duplicate', async function () {

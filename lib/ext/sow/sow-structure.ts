@@ -103,6 +103,13 @@ export class SowStructure implements QueueStructure {
   readonly #deletedOrder = new Fifo<{ key: string; scn: number }>();
   /** Deletes from this SCN on are all in #deleted. */
   tombstoneFloor = 1;
+  /**
+   * When #deleted began (this queue's creation, or the broker's start), ms. SCNs start again
+   * at 1 in a queue deleted and re-created (or whose data was replaced): a checkpoint from
+   * the earlier queue can look covered by SCN alone. Its last event's time (tsNsecs) is
+   * before this, which tells it apart (checkpointPlan).
+   */
+  tombstonesSinceMs: number;
   /** Per key, the SCNs of its rows in the `hist` table (historical queries; version-index.ts). */
   readonly versions = new VersionIndex();
   /** Recent committed events, oldest first (SCNs increasing, gaps possible after failures). */
@@ -121,6 +128,7 @@ export class SowStructure implements QueueStructure {
     this.queue = queue;
     this.settings = settings;
     queue.browseOnly = true;
+    this.tombstonesSinceMs = queue.ctx.clock.now();
   }
 
   /** The history extension keeps superseded versions for `window` ms (before recovery). */
@@ -468,6 +476,7 @@ export class SowStructure implements QueueStructure {
     if (head) max = Math.max(max, readScn(head, 0) - 1);
     // What was deleted before this start is not known: incremental bootstraps from here on.
     this.tombstoneFloor = max + 1;
+    this.tombstonesSinceMs = q.ctx.clock.now();
     return max;
   }
 
