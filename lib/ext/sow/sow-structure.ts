@@ -128,7 +128,8 @@ export class SowStructure implements QueueStructure {
     this.queue = queue;
     this.settings = settings;
     queue.browseOnly = true;
-    this.tombstonesSinceMs = queue.ctx.clock.now();
+    // (a structure made without a broker, as unit tests do, has no clock: from the epoch)
+    this.tombstonesSinceMs = queue.ctx?.clock.now() ?? 0;
   }
 
   /** The history extension keeps superseded versions for `window` ms (before recovery). */
