@@ -31,11 +31,11 @@ export function listSubscriptions(b: BrokerContext) { return durablesByBroker.ge
  * Where a checkpoint resumes (semantics.md 8). `undefined` bootstrap = online from `position`.
  * Falling off the log (or windowScn = 0) bootstraps a SOW queue and is scn-not-found elsewhere.
  */
-export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBootstrap: boolean, tombstones: { floor: number; sinceMs: number } = { floor: Infinity, sinceMs: Infinity }): CheckpointPlan & { position: number } {
-  const tombstoneFloor = tombstones.floor;
+export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBootstrap: boolean, deletes?: Pick<SowStructure, 'knowsDeletesAfter' | 'tombstoneFloor' | 'tombstonesSinceMs'>): CheckpointPlan & { position: number } {
+  const tombstoneFloor = deletes?.tombstoneFloor ?? Infinity;
   // The consumer's last event is from this queue's time of remembering deletes (a checkpoint
   // without tsNsecs, or from a queue deleted and re-created since, cannot show it: full).
-  const sameQueue = cp.tsNsecs !== undefined && cp.tsNsecs >= 0n && Number(cp.tsNsecs / 1_000_000n) >= tombstones.sinceMs;
+  const sameQueue = deletes !== undefined && cp.tsNsecs !== undefined && cp.tsNsecs >= 0n && Number(cp.tsNsecs / 1_000_000n) >= deletes.tombstonesSinceMs;
   refuseAhead(q, cp);
   const fellOff = (pos: number) => oldest > 0 && pos + 1 < oldest;
   /**
@@ -48,7 +48,7 @@ export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBoot
     if (!canBootstrap) {
       throw new TidemarkError(Conditions.scnNotFound, `checkpoint position of ${q.name} is older than the retained log (oldest SCN ${oldest}); a queue without SOW cannot bootstrap`, { info: { 'oldest-scn': oldest, 'requested-scn': cp.windowScn } });
     }
-    const since = had > 0 && had + 1 >= tombstoneFloor && sameQueue ? had + 1 : 0;
+    const since = sameQueue && deletes!.knowsDeletesAfter(had) ? had + 1 : 0;
     return { tracker: new WindowTracker({ prevScn: 0 }), skip: 0, bootstrap: since > 0 ? { since } : {}, position: 0 };
   };
   const since = cp.bootstrap_since_scn ?? 0;
@@ -112,7 +112,7 @@ function openCheckpointed(queue: Queue, req: ConsumerRequest, sink: DeliverySink
   const { command, options } = commandOf(req);
   if (queue.structure instanceof SowStructure) {
     const s = queue.structure;
-    const plan = checkpointPlan(queue, cp, s.oldestLogScn, true, { floor: s.tombstoneFloor, sinceMs: s.tombstonesSinceMs });
+    const plan = checkpointPlan(queue, cp, s.oldestLogScn, true, s);
     return new SowConsumer(s, req, sink, { command: 'subscribe', options, completedMarker: false, annotate: req.annotate, checkpoint: plan, replayAfter: plan.position });
   }
   // A plain queue: online only (every entry is a window of one). Its sow / sow_and_subscribe

@@ -255,6 +255,11 @@ export class SowConsumer implements Consumer {
 
   /** Encodes the checkpoint of each bootstrap snapshot record (set with the snapshot's start). */
   #snapshotCheckpointBytes?: (lastKey: string) => EncodedValue;
+  /** The checkpoint after the bootstrap snapshot's row `key` (a record or a tombstone). */
+  #snapshotRowCheckpoint(key: string): EncodedValue {
+    const boot = this.#plan.checkpoint!.bootstrap!;
+    return (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(boot.start!, boot.since ?? 0))(key);
+  }
 
   /** The checkpoint after event `ev` was consumed (tracker already advanced). */
   #eventCheckpoint(ev: SowEvent): Checkpoint {
@@ -560,7 +565,7 @@ export class SowConsumer implements Consumer {
       // bootstraps again (semantics.md 8): the changes since its position when every delete
       // since is known, else in full (group_begin with since 0 tells it to reset).
       const had = this.#plan.checkpoint.tracker.prevScn;
-      this.#plan.checkpoint.bootstrap = had > 0 && had + 1 >= s.tombstoneFloor ? { since: had + 1 } : {};
+      this.#plan.checkpoint.bootstrap = s.knowsDeletesAfter(had) ? { since: had + 1 } : {};
       this.#plan.checkpoint.skip = 0;
       this.#logRows = new Fifo();
       this.#logGeneration++; // a log read still in flight belongs to the old position
@@ -696,7 +701,7 @@ export class SowConsumer implements Consumer {
             if (r.tomb) {
               // an incremental bootstrap's tombstone (checkpoint links only: no filter can judge it)
               const ann = this.#annotations('delete', r.scn, r.key, r.ts);
-              ann['x-opt-tm-checkpoint'] = (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(this.#plan.checkpoint!.bootstrap!.start!, this.#plan.checkpoint!.bootstrap!.since ?? 0))(r.key);
+              ann['x-opt-tm-checkpoint'] = this.#snapshotRowCheckpoint(r.key);
               this.#send(r.bytes, ann);
               continue;
             }
@@ -706,8 +711,7 @@ export class SowConsumer implements Consumer {
               if (this.#track) this.#delivered.add(r.key);
               else if (this.#plan.command === 'sow') this.#queried.push(r.key);
               const ann = this.#annotations('sow', r.scn, r.key, r.ts);
-              const boot = this.#plan.checkpoint?.bootstrap;
-              if (boot) ann['x-opt-tm-checkpoint'] = (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(boot.start!, boot.since ?? 0))(r.key);
+              if (this.#plan.checkpoint?.bootstrap) ann['x-opt-tm-checkpoint'] = this.#snapshotRowCheckpoint(r.key);
               this.#send(r.bytes, ann, undefined, r.exp);
             }
             continue;

@@ -332,6 +332,9 @@ export class SowStructure implements QueueStructure {
     }
   }
 
+  /** Whether every delete after SCN `had` is known, so a consumer holding the state after it can bootstrap incrementally. */
+  knowsDeletesAfter(had: number): boolean { return had > 0 && had + 1 >= this.tombstoneFloor; }
+
   /**
    * The keys deleted at SCNs in [since, upTo] and not re-created since, in LevelDB key order
    * (UTF-8 bytes, as the snapshot's rows come), after `afterKey` when given. Undefined when
