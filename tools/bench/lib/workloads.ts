@@ -378,25 +378,37 @@ export async function replay(t: Target, queue: string, fromScn: number, count: n
   } finally { progress.end(); await c.close(); }
 }
 
-export interface MemoryResult { from_events: number; to_events: number; rss_from_kb: number; rss_to_kb: number; growth: number }
+export interface MemoryResult {
+  from_events: number; to_events: number; rss_from_kb: number; rss_to_kb: number; growth: number;
+  /** The two readings split: anonymous memory (heap, buffers, LevelDB's caches) and file pages mapped (LevelDB reads its tables through mmap). */
+  anon_from_kb?: number; anon_to_kb?: number; file_from_kb?: number; file_to_kb?: number;
+  /** Seconds waited for the broker to go quiet before each reading. */
+  settled_s: [number, number];
+}
 
 /**
  * Broker memory as retained events grow: publishes `from` events into a fresh queue, reads
- * the broker's RSS (after a 2 s settle), publishes up to `to`, reads it again. On Tidemark a
+ * the broker's RSS once it is quiet, publishes up to `to`, reads it again. On Tidemark a
  * SOW queue keeps every event (log + SOW + history G = 0), so the events stay retained.
+ * "Quiet" (settleBroker: two seconds in a row under 10 % of a core, at most 60 s) so each
+ * reading is the broker at rest with those events, not a moment inside the compactions a
+ * load leaves behind (LevelDB maps the tables it merges, which lifts RSS for those seconds).
  * Needs the broker's PID on this machine.
  */
 export async function memory(t: Target, queue: string, load: Load, from: number, to: number, pid: number | undefined, progress: Progress): Promise<MemoryResult> {
   if (!pid) throw new Error(`memory needs the PID of broker ${t.side} on this machine (--broker-pid / --vs-broker-pid)`);
-  const settle = () => new Promise((res) => setTimeout(res, 2000));
   await publish(t, queue, { ...load, count: from }, progress, { label: `memory ${t.side}: first ${from}` });
-  await settle();
-  const a = await rssKb(pid);
+  const s1 = await settleBroker(pid, 60);
+  const a = await memoryKb(pid);
   await publish(t, queue, { ...load, count: to - from }, progress, { keyOffset: from, label: `memory ${t.side}: up to ${to}` });
-  await settle();
-  const b = await rssKb(pid);
+  const s2 = await settleBroker(pid, 60);
+  const b = await memoryKb(pid);
   if (a === undefined || b === undefined) throw new Error(`cannot read /proc/${pid}/status`);
-  return { from_events: from, to_events: to, rss_from_kb: a, rss_to_kb: b, growth: b / a };
+  return {
+    from_events: from, to_events: to, rss_from_kb: a.rss, rss_to_kb: b.rss, growth: b.rss / a.rss,
+    anon_from_kb: a.anon, anon_to_kb: b.anon, file_from_kb: a.file, file_to_kb: b.file,
+    settled_s: [Math.round(s1 * 10) / 10, Math.round(s2 * 10) / 10],
+  };
 }
 
 /** CPU time (user + system, ms) a local process has used, from /proc; undefined when not readable. */
@@ -448,10 +460,17 @@ export async function withBrokerCpu<T extends object>(pid: number | undefined, c
 
 /** Resident memory of a local process (kB), from /proc; undefined when not readable. */
 export async function rssKb(pid: number | undefined): Promise<number | undefined> {
+  return (await memoryKb(pid))?.rss;
+}
+
+/** VmRSS and its anonymous and file-backed parts (kB), from /proc/PID/status. */
+export async function memoryKb(pid: number | undefined): Promise<{ rss: number; anon?: number; file?: number } | undefined> {
   if (!pid) return undefined;
   try {
-    const m = /VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) : undefined;
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const field = (name: string) => { const m = new RegExp(`${name}:\\s+(\\d+)`).exec(status); return m ? Number(m[1]) : undefined; };
+    const rss = field('VmRSS');
+    return rss === undefined ? undefined : { rss, anon: field('RssAnon'), file: field('RssFile') };
   } catch { return undefined; }
 }
 
