@@ -5,6 +5,7 @@
  * members of a JSON object text, and the entries of an encoded AMQP map, each as the exact
  * text or bytes it was sent with, so what a delta does not touch keeps its encoding.
  */
+import { parse as parseLossless, stringify as stringifyLossless, isInteger, isSafeNumber } from 'lossless-json';
 import { amqpTypes } from './amqp.js';
 
 export type JsonResult = { ok: true; value: unknown } | { ok: false; reason: string };
@@ -65,8 +66,27 @@ export function jsonTooDeep(text: string, max: number): boolean {
 
 const tooDeep = (max: number): JsonResult => ({ ok: false, reason: `JSON nested too deeply (more than ${max} levels of objects and arrays)` });
 
+/**
+ * A JSON number as the body wrote it: an integer beyond 2^53 as an exact bigint (so that two
+ * such ids stay two SOW keys, and a filter's exact literal can match one), else a number as
+ * JSON.parse gives it.
+ */
+function exactNumber(text: string): number | bigint {
+  return isInteger(text) && !isSafeNumber(text) ? BigInt(text) : parseFloat(text);
+}
+
+/** Sixteen digits in a row: the text may hold an integer JSON.parse would round (2^53 has 16). */
+const LONG_DIGITS = /\d{16}/;
+
 function parseText(text: string, what: string, maxDepth: number | undefined): JsonResult {
   if (maxDepth !== undefined && jsonTooDeep(text, maxDepth)) return tooDeep(maxDepth);
+  // JSON.parse everywhere but in the rare text with a long digit run: lossless-json then
+  // keeps unsafe integers exact (Node 20's JSON.parse cannot show a reviver the source). It
+  // refuses a repeated member name, which JSON.parse takes (the last one wins): such a text
+  // goes to JSON.parse, as every other text does, its long integers rounded.
+  if (LONG_DIGITS.test(text)) {
+    try { return { ok: true, value: parseLossless(text, null, exactNumber) }; } catch { /* JSON.parse decides */ }
+  }
   try { return { ok: true, value: JSON.parse(text) }; }
   catch (e) { return { ok: false, reason: what + (e as Error).message }; }
 }
@@ -236,9 +256,45 @@ export function mapEntries(bytes: Buffer, start: number, end: number): { entries
   return r.position === end ? { entries, code } : null;
 }
 
-/** The AMQP encoding of a JSON value (as rhea encodes a plain JS value). */
+/**
+ * JSON text of a JSON view (jsonBody's value): JSON.stringify, but a bigint (an integer the
+ * body held beyond 2^53) is written as its exact digits, where JSON.stringify throws.
+ */
+export function jsonText(v: unknown): string {
+  try { return JSON.stringify(v); }
+  catch (e) { if (e instanceof TypeError && /BigInt/i.test(e.message)) return stringifyLossless(v) ?? 'null'; throw e; }
+}
+
+const INT64_MIN = -(2n ** 63n), INT64_MAX = 2n ** 63n - 1n, UINT64_MAX = 2n ** 64n - 1n;
+
+/**
+ * A JSON view with its bigints as AMQP typed values rhea can encode: a long when it fits,
+ * else a ulong, else (beyond 64 bits, which AMQP has no integer for) a double. rhea would
+ * encode a bare bigint as an empty map. Copies only what holds a bigint.
+ */
+function typedBigints(v: unknown): unknown {
+  if (typeof v === 'bigint') {
+    const b = Buffer.alloc(8);
+    if (v >= INT64_MIN && v <= INT64_MAX) { b.writeBigInt64BE(v); return amqpTypes.wrap_long(b); }
+    if (v > 0n && v <= UINT64_MAX) { b.writeBigUInt64BE(v); return amqpTypes.wrap_ulong(b); }
+    return Number(v);
+  }
+  if (Array.isArray(v)) {
+    let out: unknown[] | undefined;
+    v.forEach((x, i) => { const y = typedBigints(x); if (y !== x) (out ??= v.slice())[i] = y; });
+    return out ?? v;
+  }
+  if (v && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) {
+    let out: Record<string, unknown> | undefined;
+    for (const [k, x] of Object.entries(v)) { const y = typedBigints(x); if (y !== x) (out ??= { ...(v as Record<string, unknown>) })[k] = y; }
+    return out ?? v;
+  }
+  return v;
+}
+
+/** The AMQP encoding of a JSON value (as rhea encodes a plain JS value; a bigint as typedBigints says). */
 export function encodeAmqpValue(v: unknown): Buffer {
   const w = new amqpTypes.Writer();
-  w.write(amqpTypes.wrap(v));
+  w.write(amqpTypes.wrap(typedBigints(v)));
   return w.toBuffer();
 }

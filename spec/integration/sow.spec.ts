@@ -34,6 +34,38 @@ describe('SOW queues (semantics.md 2, 4)', function () {
     expect(page2.records.map(keyOf)).to.deep.equal(Array.from({ length: 10 }, (_, i) => `k${String(i + 10).padStart(4, '0')}`));
   });
 
+  it('integers beyond 2^53: two ids stay two records, keys and filters see the exact value, a delta keeps it exact', async function () {
+    const url = b.get().url;
+    const out = await send(url, sowQueue('sow.bigint'), [
+      { body: '{"id":9007199254740993,"big":12345678901234567890}' }, { body: '{"id":9007199254740992,"big":1}' },
+      { body: '{"id":12345678901234567891,"big":2}' }, { body: '{"id":12345678901234567890,"big":3}' },
+    ]);
+    expect(out.every((o) => o.state === 'accepted')).to.equal(true);
+    const all = await sowQuery(url, 'sow.bigint');
+    expect(all.records.map(keyOf).sort()).to.deep.equal(['12345678901234567890', '12345678901234567891', '9007199254740992', '9007199254740993']);
+    const exact = await sowQuery(url, 'sow.bigint', { filter: '/big = 12345678901234567890' });
+    expect(exact.records.map(keyOf)).to.deep.equal(['9007199254740993']);
+    expect((await sowQuery(url, 'sow.bigint', { filter: '/big = 12345678901234567168' })).records).to.have.length(0);
+    expect((await sowQuery(url, 'sow.bigint', { filter: '/id = 9007199254740992' })).records.map(keyOf)).to.deep.equal(['9007199254740992']);
+    await send(url, 'sow.bigint', [{ message_annotations: { 'x-opt-tm-op': 'delta' }, body: '{"id":9007199254740992,"big":98765432109876543210}' }]);
+    const merged = (await sowQuery(url, 'sow.bigint', { filter: '/id = 9007199254740992' })).records[0];
+    expect(String(merged.message.body)).to.contain('"big":98765432109876543210');
+  });
+
+  it('a path through an array of objects collects the elements\' values (docs/filters.md): any element can match', async function () {
+    const url = b.get().url;
+    await send(url, sowQueue('sow.arrpath'), [
+      { body: JSON.stringify({ id: 'k1', items: [{ sym: 'A' }, { sym: 'B' }] }) },
+      { body: JSON.stringify({ id: 'k2', items: [{ sym: 'C' }] }) },
+      { body: JSON.stringify({ id: 'k3', items: [] }) },
+    ]);
+    const keys = async (filter: string) => (await sowQuery(url, 'sow.arrpath', { filter })).records.map(keyOf);
+    expect(await keys("/items/sym = 'B'")).to.deep.equal(['k1']);
+    expect(await keys("'C' IN (/items/sym)")).to.deep.equal(['k2']);
+    expect(await keys('/items/sym IS NULL')).to.deep.equal(['k3']);
+    expect(await keys("/items[1]/sym = 'B'")).to.deep.equal(['k1']);
+  });
+
   it('rejects a message without key (invalid-field) or with an unparseable body (decode-error)', async function () {
     const url = b.get().url;
     const out = await send(url, sowQueue('sow.bad'), [{ body: JSON.stringify({ nokey: 1 }) }, { body: 'not json {' }, { body: JSON.stringify({ id: 'ok' }) }]);
@@ -196,7 +228,8 @@ describe('SOW replace and conflation (semantics.md 5, acceptance B4, B5)', funct
       await send(url, 'sow.replace', [rec('e', { p: 50 })]);
       const got = await p;
       const seq = got.map((m) => `${cmdOf(m)}:${keyOf(m)}${m.message.message_annotations?.['x-opt-tm-oof-reason'] ? ':' + m.message.message_annotations['x-opt-tm-oof-reason'] : ''}`);
-      expect(seq).to.deep.equal(['group_begin:', 'oof:b:match', 'sow:d', 'group_end:', 'publish:e']);
+      // semantics.md 5: records between the markers, then the oof for one that left focus, then live
+      expect(seq).to.deep.equal(['group_begin:', 'sow:d', 'group_end:', 'oof:b:match', 'publish:e']);
       expect(oldClosed).to.equal(true);
     } finally { await c.close(); }
   });

@@ -4,6 +4,7 @@
  * on the message view, whatever the number of subscribers.
  */
 import { jsonBody } from '../../codec/json-body.js';
+import { lookupJsonPath } from '../../filter/json-path.js';
 
 export interface FilterEnv {
   bodyPath(path: readonly (string | number)[]): unknown;
@@ -57,14 +58,9 @@ export class MessageEnv implements FilterEnv {
     return this.#json === NOT_JSON ? undefined : this.#json;
   }
 
+  /** The value at a body path, as lookupJsonPath reads it (a name across an array collects the elements' values). */
   bodyPath(path: readonly (string | number)[]): unknown {
-    let v: any = this.json();
-    for (const seg of path) {
-      if (v === null || v === undefined) return undefined;
-      if (typeof seg === 'number') { if (!Array.isArray(v)) return undefined; v = v[seg]; }
-      else { if (typeof v !== 'object' || Array.isArray(v)) return undefined; v = v[seg]; }
-    }
-    return v;
+    return lookupJsonPath(this.json(), path);
   }
 
   property(name: string): unknown {

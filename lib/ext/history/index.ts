@@ -12,7 +12,7 @@ import { toDurationMs } from '../../address/index.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { commandOf, openSowLink } from '../sow/links.js';
 import { everySowQueue } from '../sow/index.js';
-import { openAtBookmark, type Bookmark } from '../sow/bookmark.js';
+import { openAtBookmark, openWhenReady, refuseBookmarkAhead, timeAtScn, type Bookmark } from '../sow/bookmark.js';
 import type { SowPlan } from '../sow/sow-consumer.js';
 import type { LinkCommand } from '../sow/links.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
@@ -21,20 +21,23 @@ import type { DeliverySink } from '../../core/queue/delivery.js';
 export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Extension {
   let timer: NodeJS.Timeout | undefined;
 
-  /** The historical answer at the bookmark's SCN `resolved` (undefined for `0` / `now`). */
-  function openHistorical(s: SowStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }, resolved: number | undefined) {
+  /**
+   * The historical answer at the bookmark's SCN `resolved` (undefined for `0` / `now`).
+   * `beforeWindow`: the point is older than the history window, whose superseded versions may
+   * be purged, so no state it answered with could be trusted to have existed.
+   */
+  function openHistorical(s: SowStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }, resolved: number | undefined, beforeWindow: boolean) {
     const q = s.queue;
     const bm = c.bookmark;
     const S = bm.kind === 'now' ? q.committedScn : bm.kind === 'epoch' ? 0 : resolved ?? 0;
     const plan: SowPlan = { command: c.command, options: c.options, completedMarker: false, annotate: req.annotate };
-    // A point older than the window answers with nothing.
-    const beforeWindow = bm.kind === 'time' && bm.ms < q.ctx.clock.now() - s.settings.historyWindow!;
+    // A point older than the window answers with nothing (semantics.md 6).
     plan.historicalScn = beforeWindow ? -1 : S;
     if (c.command === 'sow_and_subscribe') {
       // semantics.md 6: it needs history coverage of its starting point, or there is no state
       // to replay from: refused at attach, before any marker.
       if (beforeWindow) {
-        throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.text} is older than the history window of ${q.name} (${s.settings.historyWindow} ms): no state to start a sow_and_subscribe from`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': S } });
+        throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.kind === 'time' ? bm.text : S} is older than the history window of ${q.name} (${s.settings.historyWindow} ms): no state to start a sow_and_subscribe from`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': S } });
       }
       if (s.oldestLogScn > 0 && S + 1 < s.oldestLogScn) throw new TidemarkError(Conditions.scnNotFound, `the log of ${q.name} no longer covers SCN ${S} (oldest ${s.oldestLogScn})`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': S } });
       plan.completedMarker = true;
@@ -66,7 +69,18 @@ export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Exten
       const s = queue.structure;
       if (!s.hasHistory) throw new TidemarkError(Conditions.invalidField, `queue ${queue.name} keeps no history (sow.history.window): a ${c.command} with a bookmark cannot be answered`);
       const withBookmark = { ...c, bookmark: c.bookmark };
-      return openAtBookmark(queue, c.bookmark, sink, (scn) => openHistorical(s, req, sink, withBookmark, scn));
+      const bm = c.bookmark;
+      const cutoff = () => queue.ctx.clock.now() - s.settings.historyWindow!;
+      if (bm.kind === 'scn') {
+        // An SCN names a point in time too: the arrival of its event. Older than the window,
+        // it answers as a time that old does (the versions current then may be purged).
+        refuseBookmarkAhead(queue, bm);
+        return openWhenReady(sink, timeAtScn(queue, bm.scn), (t) => {
+          const ms = t === undefined ? undefined : 'ms' in t ? t.ms : t.before;
+          return openHistorical(s, req, sink, withBookmark, bm.scn, ms !== undefined && ms < cutoff());
+        });
+      }
+      return openAtBookmark(queue, bm, sink, (scn) => openHistorical(s, req, sink, withBookmark, scn, bm.kind === 'time' && bm.ms < cutoff()));
     },
     start(b) {
       timer = everySowQueue(b, opts.sweepIntervalMs ?? 1000, 'history purge', (s, now) => s.historyDue(now), (s, now) => s.sweepHistory(now));

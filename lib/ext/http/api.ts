@@ -16,6 +16,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BrokerContext } from '../../core/broker-context.js';
 import type { Queue } from '../../core/queue/queue.js';
+import { stringify as stringifyLossless } from 'lossless-json';
 import { decodeMessage } from '../../codec/message-bytes.js';
 import { readKeyHistory } from '../sow/history-read.js';
 import { visibleQueues } from './metrics.js';
@@ -29,13 +30,19 @@ export class HttpError extends Error {
 }
 
 function jsonReplacer(_k: string, v: unknown): unknown {
-  if (typeof v === 'bigint') return Number(v);
+  if (Buffer.isBuffer(v)) return v.toString('base64');
   if (v && typeof v === 'object' && (v as any).type === 'Buffer' && Array.isArray((v as any).data)) return Buffer.from((v as any).data).toString('base64');
   return v;
 }
 
+/** JSON text of an API answer: binary as base64; an integer a body held beyond 2^53 as its exact digits. */
+function apiJson(v: unknown): string {
+  try { return JSON.stringify(v, jsonReplacer); }
+  catch (e) { if (e instanceof TypeError && /BigInt/i.test(e.message)) return stringifyLossless(v, jsonReplacer as any) ?? 'null'; throw e; }
+}
+
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body, jsonReplacer);
+  const text = apiJson(body);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
   res.end(res.req.method === 'HEAD' ? undefined : text);
 }
@@ -167,7 +174,7 @@ export class Api {
     const end = () => { clearInterval(heartbeat); this.#streams.delete(res); stop?.(); if (!res.writableEnded) res.end(); };
     req.on('close', end);
     try {
-      stop = await this.#client.tail(q.name, (r) => res.write(`event: record\ndata: ${JSON.stringify(r, jsonReplacer)}\n\n`), (err) => {
+      stop = await this.#client.tail(q.name, (r) => res.write(`event: record\ndata: ${apiJson(r)}\n\n`), (err) => {
         res.write(`event: end\ndata: ${JSON.stringify({ error: err?.message ?? null })}\n\n`);
         end();
       });

@@ -6,7 +6,8 @@
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import type { Queue } from '../../core/queue/queue.js';
 import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
-import { queuePrefix, prefixEnd, readScn } from '../../core/storage/keyspace.js';
+import { queuePrefix, prefixEnd, readScn, scnKey, CoreTables } from '../../core/storage/keyspace.js';
+import { eventTs } from '../../core/engine/event-record.js';
 import { TIME, timeKey } from './tables.js';
 
 export type Bookmark = { kind: 'epoch' } | { kind: 'now' } | { kind: 'scn'; scn: number } | { kind: 'time'; ms: number; text: string };
@@ -69,6 +70,46 @@ export async function scnAtTime(q: Queue, ms: number): Promise<number> {
 }
 
 /**
+ * Arrival time (ms) of event `scn`, or undefined when nothing retained says. From its log row
+ * when the log still holds it; else from the time index (rows in SCN order as in time order):
+ * the time of the newest indexed event at or before `scn`, found by a binary search over time,
+ * one seek a step. `before`, when the index has no row that old: the time of its oldest row,
+ * which `scn` is not newer than.
+ */
+export async function timeAtScn(q: Queue, scn: number): Promise<{ ms: number } | { before: number } | undefined> {
+  const store = q.ctx.store;
+  const row = await store.get(scnKey(CoreTables.log, q.id, scn));
+  if (row) return { ms: eventTs(row) };
+  const prefix = queuePrefix(TIME, q.id), end = prefixEnd(prefix);
+  let found: number | undefined;
+  let lo = 0, hi = q.ctx.clock.now() + 1; // the answer's time lies in [lo, hi)
+  for (let steps = 0; lo < hi && steps < 128; steps++) {
+    const mid = Math.floor((lo + hi) / 2);
+    const [first] = await store.all({ gte: timeKey(q.id, mid, 0), lt: timeKey(q.id, hi, 0), limit: 1, keysOnly: true });
+    if (!first || readScn(first[0], 13) > scn) { hi = mid; continue; } // every row from mid on is newer
+    found = readScn(first[0], 5);
+    lo = found + 1;
+  }
+  if (found !== undefined) return { ms: found };
+  const [oldest] = await store.all({ gte: prefix, lt: end, limit: 1, keysOnly: true });
+  return oldest ? { before: readScn(oldest[0], 5) } : undefined;
+}
+
+/**
+ * Opens a consumer once `ready` resolves: the consumer returned meanwhile keeps the credit
+ * that arrives, and closes the link if `ready` or `open` fails.
+ */
+export function openWhenReady<T>(sink: DeliverySink, ready: Promise<T>, open: (v: T) => Consumer): Consumer {
+  let inner: Consumer | undefined; let closed = false;
+  ready.then((v) => {
+    if (closed) return;
+    try { inner = open(v); inner.onCredit(); }
+    catch (e) { sink.close(e instanceof TidemarkError ? e : new TidemarkError(Conditions.internal, String(e))); }
+  }, (err) => sink.close(err instanceof TidemarkError ? err : new TidemarkError(Conditions.internal, String(err))));
+  return { onCredit: () => inner?.onCredit(), onDrain: () => inner?.onDrain(), close: (o) => { closed = true; inner?.close(o); } };
+}
+
+/**
  * An SCN bookmark past the queue's head names an event that does not exist yet: accepting it
  * would silently skip the events up to it when they come (a bookmark kept from a broker whose
  * data was since replaced, say). Refused, as a checkpoint ahead of the head is.
@@ -87,11 +128,5 @@ export function refuseBookmarkAhead(q: Queue, bm: Bookmark): void {
 export function openAtBookmark(q: Queue, bm: Bookmark, sink: DeliverySink, open: (scn: number | undefined) => Consumer): Consumer {
   refuseBookmarkAhead(q, bm);
   if (bm.kind !== 'time') return open(bm.kind === 'scn' ? bm.scn : undefined);
-  let inner: Consumer | undefined; let closed = false;
-  scnAtTime(q, bm.ms).then((scn) => {
-    if (closed) return;
-    try { inner = open(scn); inner.onCredit(); }
-    catch (e) { sink.close(e instanceof TidemarkError ? e : new TidemarkError(Conditions.internal, String(e))); }
-  }, (err) => sink.close(new TidemarkError(Conditions.internal, String(err))));
-  return { onCredit: () => inner?.onCredit(), onDrain: () => inner?.onDrain(), close: (o) => { closed = true; inner?.close(o); } };
+  return openWhenReady(sink, scnAtTime(q, bm.ms), open);
 }

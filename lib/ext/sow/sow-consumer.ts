@@ -17,6 +17,7 @@ import { TidemarkError, Conditions } from '../../core/errors.js';
 import { MessageEnv } from '../../core/queue/filter-env.js';
 import { rewriteMessage, rewriteMessageSplit, indexSections, encodeMessage, decodeMessage, readHeader, type EncodedValue, type HeaderFields } from '../../codec/message-bytes.js';
 import { typed } from '../../codec/amqp.js';
+import { jsonText } from '../../codec/json-body.js';
 import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
 import { encodeCheckpoint, checkpointMap, snapshotCheckpoint, snapshotCheckpointEncoder, type Checkpoint, type WindowTracker } from '../checkpoints/checkpoint.js';
@@ -111,6 +112,11 @@ export class SowConsumer implements Consumer {
   #conflationTimer?: NodeJS.Timeout;
   /** Replace: keys of the replaced link's deliveries seen in the new snapshot. */
   readonly #replaceSeen = new Set<string>();
+  /**
+   * Replace: the oof `match` for each delivered record that left focus, held until the
+   * snapshot's `group_end` (semantics.md 5: between the markers only records are sent).
+   */
+  readonly #replaceLeft = new Fifo<{ bytes: Buffer; ann: Record<string, unknown> }>();
   #draining = false;
   /** Paginated subscription (top_n + skip_n): every matching record in page order; #delivered is the page. */
   #paging?: PageIndex;
@@ -292,21 +298,26 @@ export class SowConsumer implements Consumer {
     if (had) this.#replaceSeen.add(r.key);
     const matches = this.#req.predicates.length === 0 || this.#matches(new MessageEnv(decodeMessage(r.bytes)));
     if (!matches) {
-      if (had && this.#plan.options.oof) this.#send(r.bytes, this.#annotations('oof', r.scn, r.key, r.ts, 'match'));
+      if (had && this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match') });
       return false;
     }
     if (had && r.scn <= rf.position) { this.#delivered.add(r.key); return false; }
     return true;
   }
 
-  /** After a replace snapshot: records the old link delivered that are gone were deleted meanwhile. */
-  #replaceDeleted(): void {
+  /**
+   * After a replace snapshot's `group_end` (queued behind it, so credit applies): the oof
+   * `match` of each delivered record that left focus, then a `delete` (oof `deleted`) for
+   * each one that is gone, deleted meanwhile.
+   */
+  #replaceAfterSnapshot(): void {
     const rf = this.#plan.replaceFrom;
     if (!rf) return;
+    while (this.#replaceLeft.length) this.#outbox.push(this.#replaceLeft.shift()!);
     for (const key of rf.delivered) {
       if (this.#replaceSeen.has(key)) continue;
       const empty = encodeMessage({ body: null });
-      this.#send(empty, this.#annotations(this.#plan.options.oof ? 'oof' : 'delete', this.#groupEndScn, key, this.#s.queue.ctx.clock.now(), this.#plan.options.oof ? 'deleted' : undefined));
+      this.#outbox.push({ bytes: empty, ann: this.#annotations(this.#plan.options.oof ? 'oof' : 'delete', this.#groupEndScn, key, this.#s.queue.ctx.clock.now(), this.#plan.options.oof ? 'deleted' : undefined) });
     }
     this.#plan.replaceFrom = undefined;
   }
@@ -384,7 +395,7 @@ export class SowConsumer implements Consumer {
         const env = new MessageEnv(decodeMessage(r.bytes));
         if (this.#req.predicates.length && !this.#matches(env)) {
           // Replace: a record the old link delivered that no longer matches leaves focus.
-          if (rf?.delivered.has(r.key)) { this.#replaceSeen.add(r.key); if (this.#plan.options.oof) this.#outbox.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match') }); }
+          if (rf?.delivered.has(r.key)) { this.#replaceSeen.add(r.key); if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match') }); }
           continue;
         }
         all.push(r); envs.set(r, env);
@@ -422,7 +433,7 @@ export class SowConsumer implements Consumer {
       const e = pg.get(key);
       if (!e || onPage.has(key)) continue;
       this.#replaceSeen.add(key);
-      if (this.#plan.options.oof) this.#outbox.push({ bytes: e.bytes, ann: this.#annotations('oof', e.scn, key, e.ts, 'match') });
+      if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: e.bytes, ann: this.#annotations('oof', e.scn, key, e.ts, 'match') });
     }
   }
 
@@ -510,7 +521,7 @@ export class SowConsumer implements Consumer {
     const paths = this.#plan.options.conflation_key;
     if (!paths?.length) return ev.key;
     const env = this.#envOf(ev);
-    return JSON.stringify(paths.map((p) => env.bodyPath(p.replace(/^\//, '').split('/'))));
+    return jsonText(paths.map((p) => env.bodyPath(p.replace(/^\//, '').split('/'))));
   }
 
   /** Keeps only the latest message per conflation key; the interval timer sends them. */
@@ -726,8 +737,8 @@ export class SowConsumer implements Consumer {
             this.#replayTarget = boot.target;
             this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start });
           } else {
-            this.#replaceDeleted();
             this.#marker('group_end', this.#groupEndScn, undefined, this.#groupEndScn);
+            this.#replaceAfterSnapshot();
           }
           this.#enterEvents();
           continue;

@@ -3,6 +3,8 @@
  * a bare `name` an application property. One path: the value as text. Several: a JSON array
  * of the values, which is unambiguous whatever the values contain.
  */
+import { jsonText } from '../../codec/json-body.js';
+
 export interface KeySpec { readonly text: string; readonly paths: ReadonlyArray<{ json: boolean; segments: (string | number)[]; raw: string }> }
 
 export function parseKeySpec(text: string): KeySpec {
@@ -62,5 +64,5 @@ export function extractKey(spec: KeySpec, json: unknown, props: Record<string, u
     values.push(typeof v === 'bigint' ? v.toString() : v instanceof Date ? v.getTime() : v);
   }
   if (values.length === 1) return { key: String(values[0]) };
-  return { key: JSON.stringify(values) };
+  return { key: jsonText(values) }; // exact digits for a bigint (jsonText)
 }

@@ -13,7 +13,7 @@ import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
 import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn } from '../../core/storage/keyspace.js';
 import { encodeEvent, decodeEvent, eventTs, eventIsDelete, type EventMeta } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions, type Condition } from '../../core/errors.js';
-import { jsonBody, MAX_JSON_DEPTH, rawSections, jsonObjectMembers, mapEntries, encodeAmqpValue, type RawSection } from '../../codec/json-body.js';
+import { jsonBody, jsonText, MAX_JSON_DEPTH, rawSections, jsonObjectMembers, mapEntries, encodeAmqpValue, type RawSection } from '../../codec/json-body.js';
 import { encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
 import { sowKey, sowKeyOf, histKey, parseHistKey, sameHistKey, timeKey, TIME, HIST, SOW } from './tables.js';
 import { extractKey, wellFormed, showKey, type KeySpec } from './sow-key.js';
@@ -897,7 +897,7 @@ const DATA_DESCRIPTOR = Buffer.from([0x00, 0x53, 0x75]);
 type DeltaFields = Map<string, { text(): string; amqp(): Buffer }>;
 
 function deltaFields(delta: Record<string, unknown>, deltaBytes: Buffer | undefined): DeltaFields {
-  const fromView = (): DeltaFields => new Map(Object.keys(delta).map((k) => [k, { text: () => JSON.stringify(delta[k]), amqp: () => encodeAmqpValue(delta[k]) }]));
+  const fromView = (): DeltaFields => new Map(Object.keys(delta).map((k) => [k, { text: () => jsonText(delta[k]), amqp: () => encodeAmqpValue(delta[k]) }]));
   if (!deltaBytes) return fromView();
   let secs: RawSection[];
   try { secs = rawSections(deltaBytes); } catch { return fromView(); }
@@ -907,7 +907,7 @@ function deltaFields(delta: Record<string, unknown>, deltaBytes: Buffer | undefi
   if (one && (deltaBytes[one.valueStart] === 0xc1 || deltaBytes[one.valueStart] === 0xd1)) {
     const m = mapEntries(deltaBytes, one.valueStart, one.end);
     if (!m) return fromView();
-    for (const e of m.entries) out.set(e.key, { text: () => JSON.stringify(delta[e.key]), amqp: () => deltaBytes.subarray(e.keyEnd, e.end) });
+    for (const e of m.entries) out.set(e.key, { text: () => jsonText(delta[e.key]), amqp: () => deltaBytes.subarray(e.keyEnd, e.end) });
   } else {
     let text: string | undefined;
     if (one) { const v = amqpTypes.unwrap(one.value); if (typeof v === 'string') text = v; else if (Buffer.isBuffer(v)) text = v.toString('utf8'); }
