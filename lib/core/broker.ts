@@ -2,7 +2,7 @@
  * The composition root: the only place that creates subsystems and wires them together —
  * storage, group commit, extensions, nodes, the AMQP server.
  */
-import { loadConfig, type BrokerConfig } from './config.js';
+import { loadConfig, ConfigError, type BrokerConfig } from './config.js';
 import { systemClock, type Clock } from './clock.js';
 import { Store } from './storage/store.js';
 import { Committer } from './storage/committer.js';
@@ -93,7 +93,10 @@ export class Broker implements BrokerContext, ProtocolBackend {
       });
     } catch (e) { await b.store.close(); throw e; }
     for (const [name, q] of Object.entries(config.queues)) {
-      const { queue, created } = b.nodes.declare(name, { durable: q.durable ?? true, arguments: q.arguments ?? {} });
+      let declared: ReturnType<NodeRegistry['declare']>;
+      try { declared = b.nodes.declare(name, { durable: q.durable ?? true, arguments: q.arguments ?? {} }); }
+      catch (e) { await b.store.close(); throw new ConfigError(`config.queues.${JSON.stringify(name)}: ${(e as Error).message}`, { cause: e }); }
+      const { queue, created } = declared;
       if (!created && JSON.stringify(queue.arguments) !== JSON.stringify(b.nodes.normalizeArguments(q.arguments ?? {}))) {
         log.warn('config.queues: the queue exists with other arguments; the stored ones stay (delete and re-create it to change them)', { queue: name, stored: queue.arguments, config: q.arguments ?? {} });
       }
@@ -109,6 +112,10 @@ export class Broker implements BrokerContext, ProtocolBackend {
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
+    // Stop taking messages, let those being stored settle (their producers get accepted),
+    // then close the connections with connection:forced.
+    this.#server?.quiesce();
+    await this.committer?.idle();
     await this.#server?.close();
     for (const ext of [...this.extensions.all].reverse()) {
       try { await ext.stop?.(); } catch (err) { log.error('extension stop failed', { ext: ext.name, err }); }
@@ -164,9 +171,9 @@ export class Broker implements BrokerContext, ProtocolBackend {
     throw new TidemarkError(Conditions.notFound, `no such queue: ${address}`);
   }
 
-  createDynamicNode(properties: Record<string, unknown>, onLinkClose: (fn: () => void) => void): Queue {
+  createDynamicNode(properties: Record<string, unknown>, user: string, onLinkClose: (fn: () => void) => void): Queue {
     for (const ext of this.extensions.all) {
-      if (ext.createDynamicNode) return ext.createDynamicNode(this, properties, onLinkClose);
+      if (ext.createDynamicNode) return ext.createDynamicNode(this, properties, onLinkClose, user);
     }
     throw new TidemarkError(Conditions.notImplemented, 'dynamic nodes are not enabled (extension temporary-queues)');
   }

@@ -75,7 +75,11 @@ export interface BrokerConfig {
   /** Queues declared at start: name -> { durable, arguments }. */
   queues: Record<string, { durable?: boolean; arguments?: Record<string, unknown> }>;
   logLevel: 'silent' | 'error' | 'warn' | 'info' | 'debug';
-  http: { enabled: boolean; host: string; port: number };
+  /**
+   * The HTTP listener. `allowedHosts`: host names (beyond IP literals and localhost) its
+   * requests may name in Host, against DNS rebinding (lib/ext/http/host-check.ts).
+   */
+  http: { enabled: boolean; host: string; port: number; allowedHosts: string[] };
 }
 
 export class ConfigError extends Error {}
@@ -96,6 +100,20 @@ type Shape = 'string' | 'number' | 'boolean' | 'object' | 'array' | 'any' | { [k
 function portShape(v: unknown, at: string): void {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 65535) throw new ConfigError(`${at}: expected a port, an integer from 0 to 65535 (0 = any free port), got ${JSON.stringify(v)}`);
 }
+
+/**
+ * An integer in [min, max] (and `zero`, when 0 is allowed with its own meaning): a value the
+ * broker cannot run with (a frame size under AMQP's 512, no credit, no sessions) is refused
+ * here, naming the key, rather than taking every connection down later.
+ */
+function intShape(min: number, max: number, why: string, zero?: string): (v: unknown, at: string) => void {
+  return (v, at) => {
+    if (typeof v === 'number' && Number.isInteger(v) && ((v >= min && v <= max) || (zero !== undefined && v === 0))) return;
+    throw new ConfigError(`${at}: expected an integer from ${min} to ${max}${zero ? ` or 0 (${zero})` : ''}: ${why}; got ${JSON.stringify(v)}`);
+  };
+}
+
+const U32 = 0xffffffff;
 
 const shape: { [k: string]: Shape } = {
   listen: { host: 'string', port: portShape },
@@ -131,11 +149,18 @@ const shape: { [k: string]: Shape } = {
     }
   },
   limits: {
-    maxFrameSize: 'number', maxMessageSize: 'number', maxConnections: 'number', maxSessionsPerConnection: 'number',
-    maxLinksPerSession: 'number', maxUnsettledPerLink: 'number', idleTimeoutMs: 'number', openTimeoutMs: 'number', senderCredit: 'number',
-    maxPendingBytesPerConnection: 'number',
+    maxFrameSize: intShape(512, U32, 'the max-frame-size advertised in open (AMQP 2.7.1: at least 512)'),
+    maxMessageSize: intShape(1, Number.MAX_SAFE_INTEGER, 'the largest message accepted, in bytes'),
+    maxConnections: intShape(1, Number.MAX_SAFE_INTEGER, 'connections at once'),
+    maxSessionsPerConnection: intShape(1, 65536, 'sessions per connection (channel-max is one less; AMQP channels are 16-bit)'),
+    maxLinksPerSession: intShape(1, 2 ** 32, 'links per session (handle-max is one less)'),
+    maxUnsettledPerLink: intShape(1, Number.MAX_SAFE_INTEGER, 'deliveries a receiver may hold unsettled'),
+    idleTimeoutMs: intShape(200, U32, 'the idle time-out advertised in open, in ms (under 200 the broker refuses it from peers)', 'no idle time-out'),
+    openTimeoutMs: intShape(1, U32, 'ms a connection has to authenticate and open', 'only 2 × idleTimeoutMs'),
+    senderCredit: intShape(1, U32, 'credit granted to each producer'),
+    maxPendingBytesPerConnection: intShape(1, Number.MAX_SAFE_INTEGER, 'bytes a socket may hold unwritten', 'no limit'),
   },
-  commit: { maxBatch: 'number' },
+  commit: { maxBatch: intShape(1, Number.MAX_SAFE_INTEGER, 'publishes in one LevelDB batch') },
   compaction: { idleMs: 'number', afterMB: 'number', maxMB: 'number' },
   memory: { idleMs: 'number', afterMB: 'number' },
   extensions: 'array',
@@ -144,7 +169,10 @@ const shape: { [k: string]: Shape } = {
     for (const [q, spec] of Object.entries(v)) check(spec, { durable: 'boolean', arguments: 'object' }, `${at}.${q}`, true);
   },
   logLevel: (v, at) => { if (!['silent', 'error', 'warn', 'info', 'debug'].includes(v as string)) throw new ConfigError(`${at}: expected one of silent, error, warn, info, debug`); },
-  http: { enabled: 'boolean', host: 'string', port: portShape },
+  http: {
+    enabled: 'boolean', host: 'string', port: portShape,
+    allowedHosts: (v, at) => { if (!Array.isArray(v) || v.some((h) => typeof h !== 'string' || h === '')) throw new ConfigError(`${at}: expected an array of host names`); },
+  },
 };
 
 function isObj(v: unknown): v is Record<string, unknown> { return typeof v === 'object' && v !== null && !Array.isArray(v); }

@@ -22,6 +22,8 @@ export interface DeclareOptions {
   /** Raw queue arguments (lenient values), validated here. */
   arguments?: Record<string, unknown>;
   temporary?: boolean;
+  /** The user whose link created a temporary queue. */
+  owner?: string;
 }
 
 export class NodeRegistry {
@@ -98,6 +100,7 @@ export class NodeRegistry {
     }
     const def: QueueDefinition = {
       name, id: this.#nextId++, durable: opts.durable ?? true, arguments: args, created: this.#ctx.clock.now(), temporary: opts.temporary,
+      ...(opts.owner !== undefined ? { owner: opts.owner } : {}),
     };
     const q = this.#build(def);
     if (def.durable && !def.temporary) {

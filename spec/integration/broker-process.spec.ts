@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import path from 'node:path';
 import { rmSync } from 'node:fs';
-import { spawnBroker, tempDir } from '../support/broker.js';
-import { send, receive, connect, openReceiver, collect } from '../support/client.js';
+import { spawnBroker, startTestBroker, tempDir } from '../support/broker.js';
+import { send, receive, connect, openReceiver, openSender, collect } from '../support/client.js';
 
 // tools.md "tidemark": the listening line, and SIGINT/SIGTERM stop cleanly (exit 0) with
 // in-flight deliveries released and storage flushed.
@@ -34,6 +34,33 @@ describe('the broker process', function () {
       } finally { rmSync(dir, { recursive: true, force: true }); }
     });
   }
+
+  it('SIGTERM under a running producer: messages being stored are settled accepted before the close, the client gets connection:forced, and what is stored is exactly what was accepted', async function () {
+    const dir = tempDir();
+    try {
+      const data = path.join(dir, 'data');
+      const b1 = await spawnBroker(['--port', '0', '--data', data]);
+      const c = await connect(b1.url);
+      const closeError = new Promise<any>((res) => { c.connection.once('connection_error', (ctx: any) => res(ctx.connection.error)); c.connection.once('disconnected', () => res(undefined)); });
+      const snd = await openSender(c, { address: 'term.q' });
+      const outcomes: Record<string, number> = { accepted: 0, released: 0, rejected: 0 };
+      snd.on('accepted', () => { outcomes.accepted++; }); snd.on('released', () => { outcomes.released++; }); snd.on('rejected', () => { outcomes.rejected++; });
+      let sent = 0;
+      const pump = () => { while (snd.sendable() && sent < 200000) { snd.send({ body: `m${sent++}`, durable: true }); } };
+      snd.on('sendable', pump); pump();
+      while (outcomes.accepted < 2000) await new Promise((r) => setTimeout(r, 10));
+      expect(await b1.kill('SIGTERM')).to.equal(0);
+      expect((await closeError)?.condition).to.equal('amqp:connection:forced');
+      expect(outcomes.rejected).to.equal(0);
+      const b2 = await spawnBroker(['--port', '0', '--data', data]);
+      try {
+        const got = await receive(b2.url, 'term.q', { count: outcomes.accepted + 50, idleMs: 1500, credit: 5000 });
+        // none lost, and none stored that its producer would retry (stored but never settled)
+        expect(got.length).to.equal(outcomes.accepted);
+        expect(got.map((m) => m.message.body)).to.deep.equal(Array.from({ length: outcomes.accepted }, (_, i) => `m${i}`));
+      } finally { await b2.kill('SIGTERM'); }
+    } finally { rmSync(dir, { recursive: true, force: true }); }
+  });
 
   it('--port 0 runs side by side: the HTTP listener takes a free port too; a second broker on the same --data says the directory is in use', async function () {
     const dir = tempDir();
@@ -84,6 +111,19 @@ describe('the broker process', function () {
         expect(err!.message.replace(/^broker exited 1: /, ''), args.join(' ')).to.match(want);
       }
     } finally { rmSync(dir, { recursive: true, force: true }); }
+  });
+
+  it('a queue in config.queues the broker refuses: the error names config.queues and the queue', async function () {
+    for (const [queues, want] of [
+      [{ '': {} }, /^config\.queues\."": .*name/],
+      [{ 'cq.sow': { arguments: { 'sow.key': '/id', 'qpid.max_count': 10 } } }, /^config\.queues\."cq\.sow": .*qpid\.max_count/],
+    ] as const) {
+      let err: Error | undefined;
+      const dir = tempDir();
+      try { const tb = await startTestBroker({ queues }, { dataDir: path.join(dir, 'd') }); await tb.stop(); } catch (e) { err = e as Error; }
+      finally { rmSync(dir, { recursive: true, force: true }); }
+      expect(err?.message, JSON.stringify(queues)).to.match(want);
+    }
   });
 
   it('refuses a bad config file with an error naming the key, exit 1', async function () {

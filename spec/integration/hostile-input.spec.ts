@@ -315,9 +315,10 @@ const cases: Case[] = [
     const frames: Buffer[] = [];
     for (let ch = 1; ch < 40; ch++) frames.push(F.begin(ch));
     c.write(...frames);
-    // The broker advertised channel-max 15: it may end excess sessions or close; it must answer.
-    await c.waitFor((x) => x.frames.filter((f) => f.name === 'begin').length >= 40 || !!x.find('close'), 3000);
-    expect(c.frames.length).to.be.greaterThan(1);
+    // The broker advertised channel-max 15: a begin past it ends the connection [AMQP 2.7.1].
+    await c.waitFor((x) => !!x.find('close'), 3000);
+    expect(c.find('close')?.error?.condition).to.equal('amqp:connection:framing-error');
+    expect(c.frames.filter((f) => f.name === 'begin' && f.channel > 15)).to.have.length(0);
   } },
 ];
 
@@ -382,23 +383,53 @@ describe('hostile input: connection limits', function () {
   this.timeout(30000);
   const b = useBroker({ limits: { ...LIMITS, maxConnections: 3 } });
 
-  it('refuses connections beyond maxConnections cleanly and accepts again once below', async function () {
+  it('refuses connections beyond maxConnections with open + close(resource-limit-exceeded), acts on nothing they send, and accepts again once below', async function () {
     const held: RawClient[] = [];
     try {
       for (let i = 0; i < 3; i++) { const c = await RawClient.connect(b.get().port); await c.handshake({ begin: false }); expect(c.find('open')).to.not.equal(undefined); held.push(c); }
       const extra = await RawClient.connect(b.get().port);
-      extra.write(F.AMQP_HEADER, F.open());
+      // open, begin and attach in one write: the refused connection must not get a session or link.
+      extra.write(F.AMQP_HEADER, F.open(), F.begin(0), F.attach({ name: 'l', handle: t.uint(0), role: t.bool(false), target: F.target({ address: 'over.limit' }) }));
       expect(await extra.waitClosed(3000), 'excess connection closed').to.equal(true);
-      expect(extra.find('open'), 'excess connection is not opened').to.equal(undefined);
-      // rhea clients see a clean failure, not a hang.
-      let failed = false;
-      try { const c = await connect(b.get().url); await c.close(); } catch { failed = true; }
-      expect(failed).to.equal(true);
+      // [AMQP 2.4.2] a refused connection: open, then close with the error at once
+      expect(extra.frames.map((f) => f.name)).to.deep.equal(['open', 'close']);
+      expect(extra.find('close')?.error?.condition).to.equal('amqp:resource-limit-exceeded');
+      expect(String(extra.find('close')?.error?.description)).to.match(/maximum of 3 connections \(limits\.maxConnections\)/);
+      expect(b.get().broker.nodes.get('over.limit'), 'nothing created for a refused connection').to.equal(undefined);
+      // rhea clients see the condition, not a hang or a reset.
+      const u = new URL(b.get().url);
+      const refused: any = await new Promise((res) => {
+        const conn = r.create_container({ id: 'over-limit' }).connect({ host: u.hostname, port: Number(u.port), reconnect: false });
+        const timer = setTimeout(() => res(undefined), 3000);
+        conn.on('connection_error', (ctx: any) => { clearTimeout(timer); res(ctx.connection.error); });
+        conn.on('disconnected', () => { /* after the close */ });
+      });
+      expect(refused?.condition).to.equal('amqp:resource-limit-exceeded');
       held.shift()!.destroy();
       await sleep(200);
       const again = await connect(b.get().url);
       await again.close();
     } finally { for (const c of held) c.destroy(); }
+  });
+});
+
+describe('hostile input: sessions beyond channel-max', function () {
+  this.timeout(30000);
+  const b = useBroker({ limits: { ...LIMITS, maxSessionsPerConnection: 3 } });
+
+  it('announces channel-max = maxSessionsPerConnection - 1 and ends a connection that begins on a higher channel with framing-error [AMQP 2.7.1]', async function () {
+    const c = await RawClient.connect(b.get().port);
+    try {
+      c.write(F.AMQP_HEADER, F.open(), F.begin(0), F.begin(1), F.begin(2));
+      expect(await c.waitFor((x) => x.frames.filter((f) => f.name === 'begin').length === 3, 3000)).to.equal(true);
+      expect(c.find('open')?.fields?.[3]).to.equal(2); // channel-max
+      expect(c.isClosed).to.equal(false);
+      c.write(F.begin(3));
+      expect(await c.waitClosed(3000)).to.equal(true);
+      expect(c.frames.filter((f) => f.name === 'begin').length, 'no session on channel 3').to.equal(3);
+      expect(c.find('close')?.error?.condition).to.equal('amqp:connection:framing-error');
+      expect(String(c.find('close')?.error?.description)).to.match(/channel 3, beyond the channel-max of 2/);
+    } finally { c.destroy(); }
   });
 });
 

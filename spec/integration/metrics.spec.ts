@@ -4,6 +4,7 @@
  * pino JSON logs on stderr.
  */
 import { expect } from 'chai';
+import { request as httpRequest } from 'node:http';
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
@@ -115,6 +116,22 @@ describe('metrics, health and the HTTP API (issue 10)', function () {
     const page = await fetch(http + '/');
     expect(page.status).to.equal(200);
     expect(await page.text()).to.contain('<script type="module" src="/app.js">');
+  });
+
+  it('serves only Hosts that are IP literals or localhost (DNS rebinding): another name gets 403 naming http.allowedHosts', async function () {
+    const port = Number(new URL(http).port);
+    const get = (host: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port, path: '/api/queues', headers: { host } }, (res) => {
+        let body = ''; res.on('data', (d) => { body += d; }); res.on('end', () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on('error', reject); req.end();
+    });
+    for (const ok of [`127.0.0.1:${port}`, `localhost:${port}`, 'LOCALHOST', `[::1]:${port}`]) expect((await get(ok)).status, ok).to.equal(200);
+    for (const bad of ['rebind.attacker.example', `attacker.example:${port}`, 'localhost.attacker.example']) {
+      const r = await get(bad);
+      expect(r.status, bad).to.equal(403);
+      expect(JSON.parse(r.body).description).to.match(/http\.allowedHosts/);
+    }
   });
 });
 

@@ -69,6 +69,26 @@ describe('security audit findings', function () {
     expect((await mgmt('admin', 'SUBSCRIPTION-DELETE', { container: 'shared-id', link: 'L' })).application_properties.statusCode).to.equal(204);
   });
 
+  it('a management reply goes to a temporary queue only if it is the requester\'s own (session 13 audit)', async function () {
+    const admin = await as('admin');
+    const adminTemp = await openReceiver(admin, { dynamic: true });
+    const got = collect(adminTemp, { idleMs: 800 });
+    await mgmt('bob', 'QUERY', {}, adminTemp.remote.attach.source.address);
+    expect((await got).length, 'nothing injected into another user\'s reply queue').to.equal(0);
+    expect((await mgmt('bob', 'QUERY'))?.application_properties?.statusCode, 'its own temporary queue gets the reply').to.equal(200);
+  });
+
+  it('SUBSCRIPTION-DELETE by name: a subscription that is not there is 404, not a queue ACL refusal (session 13 audit)', async function () {
+    const c = await as('bob');
+    const rcv = await openReceiver(c, { dynamic: true });
+    const s = await openSender(c, { address: '$management' });
+    const reply = collect(rcv, { count: 1, idleMs: 2000 });
+    await sendAll(s, [{ message_id: 'sd-1', reply_to: rcv.remote.attach.source.address, application_properties: { operation: 'SUBSCRIPTION-DELETE', type: 'queue', name: 'nosuch/none' }, body: {} }]);
+    const ap = (await reply)[0]?.message?.application_properties;
+    expect(ap?.statusCode).to.equal(404);
+    expect(String(ap?.statusDescription)).to.match(/^no durable subscription nosuch\/none/);
+  });
+
   it('a connection that does not authenticate within limits.openTimeoutMs is closed', async function () {
     const silent = await RawClient.connect(tb.port);
     const saslOnly = await RawClient.connect(tb.port);

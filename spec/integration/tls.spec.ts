@@ -55,3 +55,35 @@ describe('TLS (amqps://)', function () {
     expect(failed).to.equal(true);
   });
 });
+
+describe('TLS with tls.ca: mutual TLS', function () {
+  let tb: TestBroker;
+  let dir: string;
+  const files: Record<string, string> = {};
+  before(async function () {
+    try { execFileSync('openssl', ['version'], { stdio: 'ignore' }); } catch { this.skip(); }
+    dir = tempDir('tidemark-mtls-');
+    const f = (n: string) => (files[n] = path.join(dir, n));
+    const ossl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
+    // a CA, the server's certificate (self-signed is enough here), a client signed by the CA and one that is not
+    ossl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('ca.key'), '-out', f('ca.pem'), '-days', '1', '-subj', '/CN=test-ca');
+    ossl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('srv.key'), '-out', f('srv.pem'), '-days', '1', '-subj', '/CN=localhost');
+    ossl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('cli.key'), '-out', f('cli.csr'), '-subj', '/CN=client');
+    ossl('x509', '-req', '-in', f('cli.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('cli.pem'), '-days', '1');
+    ossl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('rogue.key'), '-out', f('rogue.pem'), '-days', '1', '-subj', '/CN=rogue');
+    tb = await startTestBroker({ tls: { port: 0, key: files['srv.key'], cert: files['srv.pem'], ca: files['ca.pem'] } });
+  });
+  after(async () => { await tb?.stop(); if (dir) rmSync(dir, { recursive: true, force: true }); });
+
+  const amqps = () => tb.broker.urls.find((u) => u.startsWith('amqps://'))!;
+  const tryConnect = async (extra: Record<string, unknown>) => {
+    try { const c = await connect(amqps(), { transport: 'tls', rejectUnauthorized: false, servername: 'localhost', ...extra }); await c.close(); return 'open'; } catch { return 'refused'; }
+  };
+
+  it('admits a client certificate the CA signed, and refuses none or another one', async function () {
+    const { readFileSync } = await import('node:fs');
+    expect(await tryConnect({ key: readFileSync(files['cli.key']), cert: readFileSync(files['cli.pem']) })).to.equal('open');
+    expect(await tryConnect({})).to.equal('refused');
+    expect(await tryConnect({ key: readFileSync(files['rogue.key']), cert: readFileSync(files['rogue.pem']) })).to.equal('refused');
+  });
+});

@@ -131,6 +131,10 @@ describe('tools: drain against a broker', function () {
     const typo = await drain('-t', '0', '--brwse', 'dr.cpdir');
     expect(typo.code).to.equal(1);
     expect(typo.stderr).to.equal('Error: Unknown argument: brwse (an unknown flag takes the word after it as its value: was that the address?)\n');
+    // -b twice: named, not a JavaScript TypeError
+    const twice = await runTool('drain', ['-b', 'amqp://127.0.0.1:1', '-b', 'amqp://127.0.0.1:2', 'q'], T);
+    expect(twice.code).to.equal(1);
+    expect(twice.stderr).to.equal('Error: -b/--broker was given 2 times ("amqp://127.0.0.1:1", "amqp://127.0.0.1:2"): give it once\n');
     // TLS to a plain port: one line saying so (no OpenSSL dump, no SNI warning for an IP)
     const tls = await drain('-t', '0', '--connection-options', '{transport: ssl}', 'dr.cpdir');
     expect(tls.code).to.equal(1);

@@ -30,6 +30,14 @@ export function usageError(msg: string | undefined, err: Error | undefined, y: a
   return new ToolError(msg ?? 'bad arguments');
 }
 
+/** A yargs coerce for an option that takes one value: given twice, yargs makes an array. */
+export function once(flag: string): (v: string) => string {
+  return (v: string | string[]) => {
+    if (Array.isArray(v)) throw new ToolError(`${flag} was given ${v.length} times (${v.map((x) => JSON.stringify(String(x))).join(', ')}): give it once`);
+    return v;
+  };
+}
+
 export const commonOptions = {
   broker: {
     alias: 'b',
@@ -37,11 +45,13 @@ export const commonOptions = {
     default: 'amqp://127.0.0.1:5672',
     describe: 'broker URL: amqp[s]://[user:pass@]host[:port] or user/pass@host:port',
     requiresArg: true,
+    coerce: once('-b/--broker'),
   },
   'connection-options': {
     type: 'string',
     describe: "Qpid map: {username, password, sasl_mechanisms, container_id, idle_timeout}",
     requiresArg: true,
+    coerce: once('--connection-options'),
   },
 } as const;
 

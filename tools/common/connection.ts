@@ -8,6 +8,11 @@ import rhea from 'rhea';
 import { randomUUID } from 'node:crypto';
 import { parseQpidMap } from '../../lib/address/index.js';
 import { ToolError, errorMessage } from './cli.js';
+import { applyRheaPatches } from '../../lib/core/protocol/rhea-patches.js';
+
+// rhea 3.0.5 merges dispositions of different outcomes settled in one tick (docs/rhea-patches.md
+// patch 1); it bites a client settling its receives as much as the broker: the tools get the fix too.
+applyRheaPatches();
 
 export const r: any = rhea;
 

@@ -35,12 +35,18 @@ function heldCapabilities(asked: string[], q: Queue): string[] {
   return asked.filter((c) => c === 'queue' || c === 'create-on-demand' || (c === 'durable' && q.def.durable && !q.def.temporary));
 }
 
-/** The TLS listener's key material; a file or key problem names the config key and file. */
-function tlsOptions(t: { key: string; cert: string; ca?: string }): tls.TlsOptions {
-  const read = (field: string, file: string) => {
+/**
+ * The TLS listener's key material; a file or key problem names the config key and file.
+ * With `ca`, clients must present a certificate that CA signed (mutual TLS): a server has no
+ * other use for a CA, and an operator who names one expects it to be enforced.
+ */
+function tlsOptions(t: { key?: string; cert?: string; ca?: string }): tls.TlsOptions {
+  const read = (field: string, file: string | undefined) => {
+    if (typeof file !== 'string' || file === '') throw new ConfigError(`config.tls.${field}: missing: the TLS listener needs key and cert (PEM file paths)`);
     try { return readFileSync(file); } catch (e) { throw new ConfigError(`config.tls.${field}: cannot read ${file}: ${(e as Error).message}`); }
   };
-  const opts = { key: read('key', t.key), cert: read('cert', t.cert), ca: t.ca ? read('ca', t.ca) : undefined };
+  const opts: tls.TlsOptions = { key: read('key', t.key), cert: read('cert', t.cert) };
+  if (t.ca) Object.assign(opts, { ca: read('ca', t.ca), requestCert: true, rejectUnauthorized: true });
   try { tls.createSecureContext(opts); } catch (e) {
     throw new ConfigError(`config.tls: the key ${t.key} and certificate ${t.cert}${t.ca ? ` (ca ${t.ca})` : ''} are not usable PEM: ${(e as Error).message}`);
   }
@@ -68,7 +74,7 @@ export interface ProtocolBackend {
   /** Finds or creates the node a link attaches to; throws TidemarkError (not-found, invalid-field...). */
   resolveNode(address: string, opts: { createOnDemand: boolean; properties: Record<string, unknown>; role: 'sender' | 'receiver'; user: string }): Queue;
   /** A dynamic (temporary) node, deleted with its link. */
-  createDynamicNode(properties: Record<string, unknown>, onLinkClose: (fn: () => void) => void): Queue;
+  createDynamicNode(properties: Record<string, unknown>, user: string, onLinkClose: (fn: () => void) => void): Queue;
   /** Parses a source filter by descriptor; undefined when no extension knows it. */
   parseFilter(descriptor: string, value: unknown, queue: Queue): { symbol: string; parsed: ParsedFilter } | undefined;
   openConsumer(queue: Queue, req: ConsumerRequest, sink: RheaSink): Consumer;
@@ -90,6 +96,12 @@ const STATE = Symbol('tidemark.link');
 /** Bytes of a producer's messages waiting for storage beyond which it gets no more credit. */
 const MAX_PENDING_BYTES = 64 * 1024 * 1024;
 const HARDEN = Symbol('tidemark.harden');
+/** A connection accepted over limits.maxConnections, only to be told so at its open. */
+const OVER_LIMIT = Symbol('tidemark.over-limit');
+/** Over-limit connections being refused at once; more are reset. */
+const MAX_REFUSALS_AT_ONCE = 16;
+/** How long an over-limit connection may take to open and hear why before it is reset. */
+const REFUSAL_MS = 2000;
 /** Marks SASL mechanisms that authenticate a user name (PLAIN); see #user. */
 const NAMES_USER = Symbol('tidemark.names-user');
 const PRODUCT = { product: 'tidemark', version: '0.1.0' };
@@ -174,6 +186,8 @@ export class AmqpServer {
   readonly #servers: Array<net.Server> = [];
   readonly #containers: any[] = [];
   readonly #connections = new Set<any>();
+  /** Connections over maxConnections being told so (#accept). */
+  #refusing = 0;
   #anonContainer: any;
   #strictContainer: any;
   /** AMQP local transactions: coordinator links, transactional transfers and acquisitions (transactions.ts). */
@@ -236,10 +250,13 @@ export class AmqpServer {
     // ACKed; with the peer's delayed ACK that is a ~40 ms stall per round trip. AMQP brokers
     // (RabbitMQ, Qpid) all set TCP_NODELAY.
     socket.setNoDelay(true);
-    if (this.#connections.size >= cfg.limits.maxConnections) {
-      log.warn('connection refused: max connections reached', { remote: socket.remoteAddress });
-      socket.destroy();
-      return;
+    // Over maxConnections, a client is told why (wire.md 1): it gets an open answered by a
+    // close with resource-limit-exceeded, not a reset it cannot tell from a crash. Only a few
+    // such refusals at a time; beyond them, and for peers that never open, the socket is reset.
+    const overLimit = this.#connections.size >= cfg.limits.maxConnections;
+    if (overLimit) {
+      log.warn('connection refused: max connections reached', { remote: socket.remoteAddress, max: cfg.limits.maxConnections });
+      if (this.#refusing >= MAX_REFUSALS_AT_ONCE) { socket.destroy(); return; }
     }
     const anon = cfg.auth.anonymous === true || (cfg.auth.anonymous === 'loopback' && isLoopback(socket.remoteAddress));
     const container = anon ? this.#anonContainer : this.#strictContainer;
@@ -262,6 +279,16 @@ export class AmqpServer {
     try {
       const conn = new Connection(opts, container);
       this.#harden(conn, socket, !anon);
+      if (overLimit) {
+        conn[OVER_LIMIT] = true;
+        this.#refusing++;
+        socket.once('close', () => { this.#refusing--; });
+        setTimeout(() => socket.destroy(), REFUSAL_MS).unref();
+        conn.accept(socket);
+        this.#hardenTransports(conn);
+        FrameWriter.install(conn, socket, rheaFrames);
+        return;
+      }
       // rhea arms its idle timer only once bytes arrive: a socket that connects and never
       // sends anything would be held forever. And a connection counts against maxConnections
       // from its first byte: peers that never authenticate could fill the broker and lock every
@@ -349,11 +376,23 @@ export class AmqpServer {
         // rhea keeps the peer's open as remote.open: hand it one whose idle-time-out fits a timer.
         frame = { ...frame, performative: Object.create(p, { idle_time_out: { value: MAX_PEER_IDLE_TIMEOUT_MS } }) };
       }
-      return onOpen.call(conn, frame);
+      const r = onOpen.call(conn, frame);
+      if (conn[OVER_LIMIT]) {
+        const max = server.#backend.config.limits.maxConnections;
+        conn.close({ condition: 'amqp:resource-limit-exceeded', description: `the broker has its maximum of ${max} connections (limits.maxConnections); try again later` });
+        setImmediate(() => { try { socket.end(); } catch { /* gone */ } });
+      }
+      return r;
     };
     const onBegin = conn.on_begin;
+    const channelMax = this.#backend.config.limits.maxSessionsPerConnection - 1;
     conn.on_begin = function (frame: any) {
       if (!conn.state.remote_open) throw new ProtocolError('begin before open');
+      if (conn[OVER_LIMIT]) return; // refused at its open: nothing it sends after is acted on
+      if (frame.channel > channelMax) {
+        // [AMQP 2.7.1] a channel beyond the channel-max we announced: framing-error.
+        throw new ProtocolError(`begin on channel ${frame.channel}, beyond the channel-max of ${channelMax} (limits.maxSessionsPerConnection ${channelMax + 1})`);
+      }
       const used = conn.remote_channel_map[frame.channel];
       if (used && used.state?.remote_open) throw new ProtocolError(`begin on channel ${frame.channel}, which is in use`);
       return onBegin.call(conn, frame);
@@ -362,6 +401,7 @@ export class AmqpServer {
       const orig = conn['on_' + name];
       conn['on_' + name] = function (frame: any) {
         if (!conn.state.remote_open) throw new ProtocolError(`${name} before open`);
+        if (conn[OVER_LIMIT]) return;
         const session = conn.remote_channel_map[frame.channel];
         const handle = frame.performative?.handle;
         if (session && (name === 'transfer' || name === 'detach' || (name === 'flow' && handle !== undefined && handle !== null))) {
@@ -611,7 +651,7 @@ export class AmqpServer {
       this.#checkLinkLimit(receiver);
       const address: string | undefined = target.address ?? undefined;
       if (target.dynamic) {
-        const q = this.#backend.createDynamicNode(nodeProperties(target), (fn) => st.onClose.push(fn));
+        const q = this.#backend.createDynamicNode(nodeProperties(target), this.#user(ctx), (fn) => st.onClose.push(fn));
         st.queue = q;
         receiver.set_target({ address: q.name, dynamic: true });
       } else if (address) {
@@ -641,6 +681,11 @@ export class AmqpServer {
     if (!receiver) return; // only receiving links get messages (rhea-guards.ts refuses the rest)
     // transactions: declare/discharge on a coordinator link (transactions.ts keeps its credit).
     if (this.#tx.isCoordinatorLink(receiver)) { this.#tx.onControl(receiver, delivery, ctx.message); return; }
+    if (this.#stopping) {
+      // Shutting down: not stored, so not accepted; released, the producer may send it again.
+      if (!delivery.remote_settled) delivery.release();
+      return;
+    }
     const st = this.#linkState(receiver);
     const bytes = rawBytes(ctx.message);
     const size = bytes?.length ?? 0;
@@ -714,7 +759,7 @@ export class AmqpServer {
       if (!source) throw new TidemarkError(Conditions.invalidField, 'attach has no source');
       let address: string | undefined = source.address ?? undefined;
       if (source.dynamic) {
-        q = this.#backend.createDynamicNode(nodeProperties(source), (fn) => st.onClose.push(fn));
+        q = this.#backend.createDynamicNode(nodeProperties(source), this.#user(ctx), (fn) => st.onClose.push(fn));
         address = q.name;
       } else {
         if (!address) throw new TidemarkError(Conditions.invalidField, 'receiver source has no address');
@@ -794,13 +839,37 @@ export class AmqpServer {
     this.#backend.stats.connections = this.#connections.size;
   }
 
-  /** Stops accepting, closes every connection. */
-  async close(): Promise<void> {
+  /**
+   * First step of a shutdown (tools.md "SIGINT/SIGTERM"): no new connections, and a message
+   * that arrives from now on is released (not stored: the producer may send it again
+   * elsewhere or later). Messages already being stored are settled when their batch is
+   * written, which the broker awaits before close().
+   */
+  quiesce(): void {
+    this.#stopping = true;
     for (const s of this.#servers) s.close();
+  }
+  #stopping = false;
+
+  /**
+   * Closes every connection with `amqp:connection:forced` [AMQP 2.8.15], so a client knows
+   * the broker went away on purpose, and gives the peers a moment to answer before the
+   * sockets are destroyed.
+   */
+  async close(): Promise<void> {
+    this.quiesce();
+    const closed: Array<Promise<unknown>> = [];
     for (const c of [...this.#connections]) {
-      try { this.#closeConnection(c); c.close(); c.socket?.end?.(); } catch { /* already gone */ }
+      try {
+        this.#closeConnection(c);
+        const socket = c.socket;
+        if (socket && !socket.destroyed) closed.push(new Promise((r) => socket.once('close', r)));
+        c.close({ condition: 'amqp:connection:forced', description: 'the broker is shutting down' });
+        // The close frame leaves with the connection's next write (FrameWriter, end of tick): end after it.
+        setImmediate(() => { try { socket?.end?.(); } catch { /* gone */ } });
+      } catch { /* already gone */ }
     }
-    await new Promise((r) => setTimeout(r, 20));
+    await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 500).unref())]);
     for (const c of [...this.#connections]) { try { c.socket?.destroy?.(); } catch { /* gone */ } }
   }
 }

@@ -78,6 +78,8 @@ export interface QueueDefinition {
   created: number;
   /** Deleted with its creating link (dynamic nodes). */
   temporary?: boolean;
+  /** A temporary queue's creator (its link's user): only theirs to use as a management reply-to. */
+  owner?: string;
 }
 
 const NO_OPS: BatchOp[] = [];

@@ -230,7 +230,7 @@ export function checkpointsExtension(): Extension {
         const key = subscriptionKey(container, link);
         const sub = durables.get(key);
         // Another user's subscription on a queue this user may not manage: as if it did not exist.
-        if (!sub || !mayManage(b, req.user, sub) || !durables.delete(key)) return { statusCode: 404, statusDescription: `no durable subscription ${container}/${link}` };
+        if (!sub || !mayManage(b, req.user, sub) || !durables.delete(key)) return { statusCode: 404, statusDescription: `no durable subscription ${container ? `${container}/` : ''}${link} (container ${JSON.stringify(container)}, link ${JSON.stringify(link)})` };
         return { statusCode: 204, statusDescription: 'No Content' };
       },
     },

@@ -22,6 +22,7 @@ import { createMetrics, type BrokerMetrics } from './metrics.js';
 import { SelfClient } from './self-client.js';
 import { Api, HttpError, sendJson } from './api.js';
 import { loadConsoleFiles, type StaticFile } from './static.js';
+import { hostAllowed } from './host-check.js';
 
 const log = logger('http');
 
@@ -35,6 +36,9 @@ export function httpExtension(): Extension {
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const b = broker!;
+    if (!hostAllowed(req.headers.host, b.config.http.allowedHosts)) {
+      throw new HttpError(403, 'host-not-allowed', `Host ${JSON.stringify(req.headers.host ?? '')} is not served: use an IP address or localhost, or list the name in the config's http.allowedHosts (a guard against DNS rebinding)`);
+    }
     const u = new URL(req.url ?? '/', 'http://localhost');
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('allow', 'GET, HEAD');

@@ -138,6 +138,8 @@ export function managementExtension(): Extension {
    */
   function unauthorized(req: ManagementRequest): string | undefined {
     if (req.operation === 'QUERY' || req.name === undefined) return undefined; // QUERY filters; no name: the operation answers 400
+    // A SUBSCRIPTION-* name is a link's, not a queue's: checkpoints checks each subscription's queue (mayManage).
+    if (req.operation.startsWith('SUBSCRIPTION-')) return undefined;
     const can = (a: AuthAction) => broker.extensions.authorize(req.user, a, req.name!);
     const need: AuthAction[] = req.operation === 'READ' ? (can('browse') || can('manage') ? [] : ['browse'])
       : req.operation === 'CREATE' ? ['manage', 'create'] : ['manage'];
@@ -170,8 +172,8 @@ export function managementExtension(): Extension {
           const q = broker.nodes.get(replyTo);
           if (!q) { log.warn('management reply-to is not a queue here', { replyTo }); return; }
           // The reply is a publish on the requester's behalf: to a queue it may publish to (or a
-          // temporary reply queue), never one the ACL keeps it from (docs/security.md).
-          if (!q.def.temporary && !broker.extensions.authorize(user, 'publish', replyTo)) {
+          // own temporary reply queue), never one the ACL keeps it from (docs/security.md).
+          if (!(q.def.temporary && q.def.owner === user) && !broker.extensions.authorize(user, 'publish', replyTo)) {
             log.warn('management reply-to refused: the requester may not publish there', { replyTo, user });
             return;
           }

@@ -11,9 +11,9 @@ const log = logger('temporary-queues');
 export function temporaryQueuesExtension(): Extension {
   return {
     name: 'temporary-queues',
-    createDynamicNode(broker, _props, onLinkClose) {
+    createDynamicNode(broker, _props, onLinkClose, user) {
       const name = `tmp.${randomUUID()}`;
-      const { queue } = broker.nodes.declare(name, { durable: false, temporary: true });
+      const { queue } = broker.nodes.declare(name, { durable: false, temporary: true, owner: user });
       onLinkClose(() => { broker.nodes.delete(name).catch((err) => log.error('temporary queue not deleted', { name, err })); });
       return queue;
     },
