@@ -75,20 +75,36 @@ function exactNumber(text: string): number | bigint {
   return isInteger(text) && !isSafeNumber(text) ? BigInt(text) : parseFloat(text);
 }
 
-/** Sixteen digits in a row: the text may hold an integer JSON.parse would round (2^53 has 16). */
-const LONG_DIGITS = /\d{16}/;
+/**
+ * True when a parsed JSON value holds a number of magnitude 2^53 or more: an integer JSON.parse
+ * may have rounded (every double that large is an integer). Past 256 levels it answers true
+ * (without walking on: the stack is finite), and the lossless parse decides.
+ */
+function mayHoldRoundedInteger(v: unknown, depth = 0): boolean {
+  if (typeof v === 'number') return v >= 9007199254740992 || v <= -9007199254740992;
+  if (typeof v !== 'object' || v === null) return false;
+  if (depth > 256) return true;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (mayHoldRoundedInteger(v[i], depth + 1)) return true;
+    return false;
+  }
+  for (const k in v) if (mayHoldRoundedInteger((v as Record<string, unknown>)[k], depth + 1)) return true;
+  return false;
+}
 
 function parseText(text: string, what: string, maxDepth: number | undefined): JsonResult {
   if (maxDepth !== undefined && jsonTooDeep(text, maxDepth)) return tooDeep(maxDepth);
-  // JSON.parse everywhere but in the rare text with a long digit run: lossless-json then
-  // keeps unsafe integers exact (Node 20's JSON.parse cannot show a reviver the source). It
-  // refuses a repeated member name, which JSON.parse takes (the last one wins): such a text
-  // goes to JSON.parse, as every other text does, its long integers rounded.
-  if (LONG_DIGITS.test(text)) {
-    try { return { ok: true, value: parseLossless(text, null, exactNumber) }; } catch { /* JSON.parse decides */ }
-  }
-  try { return { ok: true, value: JSON.parse(text) }; }
+  let value: unknown;
+  try { value = JSON.parse(text); }
   catch (e) { return { ok: false, reason: what + (e as Error).message }; }
+  // JSON.parse first (fast); only a value holding a number at or past 2^53 is parsed again
+  // with lossless-json, which keeps unsafe integers exact (Node 20's JSON.parse cannot show a
+  // reviver the source). It refuses a repeated member name, which JSON.parse takes (the last
+  // one wins): such a text keeps JSON.parse's value, its long integers rounded.
+  if (mayHoldRoundedInteger(value)) {
+    try { value = parseLossless(text, null, exactNumber); } catch { /* JSON.parse's value stands */ }
+  }
+  return { ok: true, value };
 }
 
 /**
