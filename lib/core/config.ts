@@ -155,8 +155,9 @@ const shape: { [k: string]: Shape } = {
     maxSessionsPerConnection: intShape(1, 65536, 'sessions per connection (channel-max is one less; AMQP channels are 16-bit)'),
     maxLinksPerSession: intShape(1, 2 ** 32, 'links per session (handle-max is one less)'),
     maxUnsettledPerLink: intShape(1, Number.MAX_SAFE_INTEGER, 'deliveries a receiver may hold unsettled'),
-    idleTimeoutMs: intShape(200, U32, 'the idle time-out advertised in open, in ms (under 200 the broker refuses it from peers)', 'no idle time-out'),
-    openTimeoutMs: intShape(1, U32, 'ms a connection has to authenticate and open', 'only 2 × idleTimeoutMs'),
+    // Timers: Node fires a setTimeout past 2^31 - 1 ms at once, and silence is timed at 2 × idleTimeoutMs.
+    idleTimeoutMs: intShape(200, 2 ** 30 - 1, 'the idle time-out advertised in open, in ms (under 200 the broker refuses it from peers; twice it must fit a timer)', 'no idle time-out'),
+    openTimeoutMs: intShape(1, 2 ** 31 - 1, 'ms a connection has to authenticate and open (a timer)', 'only 2 × idleTimeoutMs'),
     senderCredit: intShape(1, U32, 'credit granted to each producer'),
     maxPendingBytesPerConnection: intShape(1, Number.MAX_SAFE_INTEGER, 'bytes a socket may hold unwritten', 'no limit'),
   },

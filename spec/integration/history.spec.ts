@@ -113,8 +113,13 @@ describe('history and replay (semantics.md 6, 7)', function () {
     const at2 = await sowQuery(tb.url, q, { bookmark: '2' });
     expect(at2.records.map(keyOf)).to.deep.equal([]);
     expect(await stateAt(tb.url, q, '4')).to.deep.equal({});
-    expect(await stateAt(tb.url, q, '5')).to.deep.equal({}); // its event (the delete at +2m) is older than the window too
+    // the head's state is the current one, however old its event; 'now' the same
+    expect(await stateAt(tb.url, q, '5')).to.deep.equal({ a: 1, b: 2 });
     expect(await stateAt(tb.url, q, 'now')).to.deep.equal({ a: 1, b: 2 });
+    // a state that lasted into the window is answered: publish at +12m, then SCN 5 (lasting until +12m) is in it
+    await at(T0 + 12 * M + 2 * S, q, [pub({ id: 'd', v: 1 })]);
+    expect(await stateAt(tb.url, q, '5')).to.deep.equal({ a: 1, b: 2 });
+    expect(await stateAt(tb.url, q, '4')).to.deep.equal({});
   });
 
   it('a historical query applies the content filter, top_n and skip_n (streamed) and order_by', async function () {

@@ -854,14 +854,15 @@ export class AmqpServer {
   /**
    * Closes every connection with `amqp:connection:forced` [AMQP 2.8.15], so a client knows
    * the broker went away on purpose, and gives the peers a moment to answer before the
-   * sockets are destroyed.
+   * sockets are destroyed. Links stay as they are until then: a consumer's accept that was
+   * on its way still removes its message (the broker flushes it after this); only what is
+   * unsettled when the connection is gone goes back.
    */
   async close(): Promise<void> {
     this.quiesce();
     const closed: Array<Promise<unknown>> = [];
     for (const c of [...this.#connections]) {
       try {
-        this.#closeConnection(c);
         const socket = c.socket;
         if (socket && !socket.destroyed) closed.push(new Promise((r) => socket.once('close', r)));
         c.close({ condition: 'amqp:connection:forced', description: 'the broker is shutting down' });
@@ -870,6 +871,9 @@ export class AmqpServer {
       } catch { /* already gone */ }
     }
     await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 500).unref())]);
-    for (const c of [...this.#connections]) { try { c.socket?.destroy?.(); } catch { /* gone */ } }
+    for (const c of [...this.#connections]) {
+      try { this.#closeConnection(c); } catch { /* already gone */ }
+      try { c.socket?.destroy?.(); } catch { /* gone */ }
+    }
   }
 }

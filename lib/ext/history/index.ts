@@ -72,10 +72,12 @@ export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Exten
       const bm = c.bookmark;
       const cutoff = () => queue.ctx.clock.now() - s.settings.historyWindow!;
       if (bm.kind === 'scn') {
-        // An SCN names a point in time too: the arrival of its event. Older than the window,
-        // it answers as a time that old does (the versions current then may be purged).
+        // The state after event S lasted until event S + 1 arrived. If that was before the
+        // window, versions current at S may be purged: answered as a time that old is. The
+        // head's state is current, however old its event.
         refuseBookmarkAhead(queue, bm);
-        return openWhenReady(sink, timeAtScn(queue, bm.scn), (t) => {
+        if (bm.scn >= queue.committedScn) return openHistorical(s, req, sink, withBookmark, bm.scn, false);
+        return openWhenReady(sink, timeAtScn(queue, bm.scn + 1), (t) => {
           const ms = t === undefined ? undefined : 'ms' in t ? t.ms : t.before;
           return openHistorical(s, req, sink, withBookmark, bm.scn, ms !== undefined && ms < cutoff());
         });

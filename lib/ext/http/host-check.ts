@@ -23,5 +23,5 @@ export function hostAllowed(header: string | undefined, allowed: readonly string
   const host = hostOf(header);
   if (host === undefined || host === '') return false;
   if (isIP(host) !== 0 || host === 'localhost' || host.endsWith('.localhost')) return true;
-  return allowed.some((a) => a.toLowerCase().replace(/\.$/, '') === host);
+  return allowed.some((a) => hostOf(a) === host); // an entry with a port matches that name on any port
 }
