@@ -273,12 +273,13 @@ export function mapEntries(bytes: Buffer, start: number, end: number): { entries
 }
 
 /**
- * JSON text of a JSON view (jsonBody's value): JSON.stringify, but a bigint (an integer the
- * body held beyond 2^53) is written as its exact digits, where JSON.stringify throws.
+ * JSON text of a JSON view (jsonBody's value): JSON.stringify (with `replacer`, if given),
+ * but a bigint (an integer the body held beyond 2^53) is written as its exact digits, where
+ * JSON.stringify throws.
  */
-export function jsonText(v: unknown): string {
-  try { return JSON.stringify(v); }
-  catch (e) { if (e instanceof TypeError && /BigInt/i.test(e.message)) return stringifyLossless(v) ?? 'null'; throw e; }
+export function jsonText(v: unknown, replacer?: (key: string, value: unknown) => unknown): string {
+  try { return JSON.stringify(v, replacer); }
+  catch (e) { if (e instanceof TypeError && /BigInt/i.test(e.message)) return stringifyLossless(v, replacer as any) ?? 'null'; throw e; }
 }
 
 const INT64_MIN = -(2n ** 63n), INT64_MAX = 2n ** 63n - 1n, UINT64_MAX = 2n ** 64n - 1n;

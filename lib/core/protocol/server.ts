@@ -280,29 +280,18 @@ export class AmqpServer {
       const conn = new Connection(opts, container);
       this.#harden(conn, socket, !anon);
       if (overLimit) {
+        // Only to be told so at its open (#harden): not counted, reset if it does not open soon.
         conn[OVER_LIMIT] = true;
         this.#refusing++;
         socket.once('close', () => { this.#refusing--; });
         setTimeout(() => socket.destroy(), REFUSAL_MS).unref();
-        conn.accept(socket);
-        this.#hardenTransports(conn);
-        FrameWriter.install(conn, socket, rheaFrames);
-        return;
-      }
-      // rhea arms its idle timer only once bytes arrive: a socket that connects and never
-      // sends anything would be held forever. And a connection counts against maxConnections
-      // from its first byte: peers that never authenticate could fill the broker and lock every
-      // login out. So a connection must have authenticated and opened within
-      // limits.openTimeoutMs, and within twice the idle time-out if that is sooner.
-      const openWithin = Math.min(...[cfg.limits.openTimeoutMs, cfg.limits.idleTimeoutMs * 2].filter((ms) => ms > 0));
-      if (Number.isFinite(openWithin)) {
-        const silent = setTimeout(() => { if (!conn.state.remote_open) { log.info('closing a connection that did not authenticate and open in time', { remote: socket.remoteAddress, ms: openWithin }); socket.destroy(); } }, openWithin);
-        silent.unref();
-        socket.once('close', () => clearTimeout(silent));
+      } else {
+        this.#armOpenTimeout(conn, socket);
       }
       conn.accept(socket);
       this.#hardenTransports(conn);
       FrameWriter.install(conn, socket, rheaFrames);
+      if (overLimit) return;
       this.#connections.add(conn);
       this.#backend.stats.connections = this.#connections.size;
       socket.once('close', () => { this.#connections.delete(conn); this.#backend.stats.connections = this.#connections.size; });
@@ -310,6 +299,22 @@ export class AmqpServer {
       log.error('accept failed', { err });
       socket.destroy();
     }
+  }
+
+  /**
+   * rhea arms its idle timer only once bytes arrive: a socket that connects and never sends
+   * anything would be held forever. And a connection counts against maxConnections from its
+   * first byte: peers that never authenticate could fill the broker and lock every login out.
+   * So a connection must have authenticated and opened within limits.openTimeoutMs, and
+   * within twice the idle time-out if that is sooner.
+   */
+  #armOpenTimeout(conn: any, socket: net.Socket): void {
+    const cfg = this.#backend.config;
+    const openWithin = Math.min(...[cfg.limits.openTimeoutMs, cfg.limits.idleTimeoutMs * 2].filter((ms) => ms > 0));
+    if (!Number.isFinite(openWithin)) return;
+    const silent = setTimeout(() => { if (!conn.state.remote_open) { log.info('closing a connection that did not authenticate and open in time', { remote: socket.remoteAddress, ms: openWithin }); socket.destroy(); } }, openWithin);
+    silent.unref();
+    socket.once('close', () => clearTimeout(silent));
   }
 
   // ---- Hostile-input hardening (spec/integration/hostile-input.spec.ts, docs/robustness.md) ----

@@ -16,7 +16,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BrokerContext } from '../../core/broker-context.js';
 import type { Queue } from '../../core/queue/queue.js';
-import { stringify as stringifyLossless } from 'lossless-json';
+import { jsonText } from '../../codec/json-body.js';
 import { decodeMessage } from '../../codec/message-bytes.js';
 import { readKeyHistory } from '../sow/history-read.js';
 import { visibleQueues } from './metrics.js';
@@ -37,8 +37,7 @@ function jsonReplacer(_k: string, v: unknown): unknown {
 
 /** JSON text of an API answer: binary as base64; an integer a body held beyond 2^53 as its exact digits. */
 function apiJson(v: unknown): string {
-  try { return JSON.stringify(v, jsonReplacer); }
-  catch (e) { if (e instanceof TypeError && /BigInt/i.test(e.message)) return stringifyLossless(v, jsonReplacer as any) ?? 'null'; throw e; }
+  return jsonText(v, jsonReplacer);
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
