@@ -70,18 +70,35 @@ export class RheaSink implements DeliverySink {
     if (this.#socket.writableLength > this.#maxPending && this.#socket.writableNeedDrain) return this.#waitForDrain();
     // Without this a synchronous loop would send far past the receiver's credit: rhea
     // decrements link credit when it writes a transfer, not when send() queues it.
-    if (this.#sender.sendable()) { this.blocked = false; return Math.max(0, this.#sender.credit - this.#unwritten()); }
+    if (this.#sender.sendable()) {
+      const n = this.#sender.credit - this.#unwritten();
+      if (n > 0) { this.blocked = false; this.#retryMs = 1; return n; }
+      // The credit is taken by transfers still in rhea's queue, other links' too (it is the
+      // session's). rhea writes them on its next tick and announces nothing to this link:
+      // without asking again, a link with little credit waited for good (audit, session 14).
+      this.blocked = true;
+      this.#retryLater();
+      return 0;
+    }
     // rhea raises no event when settlements free the window again: the server re-pumps
     // blocked links on their next settlement (see server.ts 'settled'). Pre-settled
     // deliveries free their slot once written, with no settlement to wait for: retry then.
     if (this.#sender.credit > 0) {
       this.blocked = true;
       const head = this.#sender.session?.outgoing?.deliveries?.get_head?.();
-      if (head?.settled && head.remote_settled && !this.#retry && this.onUnblocked) {
-        this.#retry = setTimeout(() => { this.#retry = undefined; this.onUnblocked?.(); }, 1);
-      }
+      if (head?.settled && head.remote_settled) this.#retryLater();
     }
     return 0;
+  }
+
+  /** Milliseconds before the next retry: doubles (to 100) while the wait lasts, as when a peer keeps its session window shut. */
+  #retryMs = 1;
+  /** Asks the consumer to send again shortly (once at a time). */
+  #retryLater(): void {
+    if (this.#retry || !this.onUnblocked) return;
+    const ms = this.#retryMs;
+    this.#retryMs = Math.min(ms * 2, 100);
+    this.#retry = setTimeout(() => { this.#retry = undefined; if (!this.#closed) this.onUnblocked?.(); }, ms);
   }
 
   /** No credit until the socket drains; then the consumer is asked to send again. */
@@ -178,6 +195,7 @@ export class RheaSink implements DeliverySink {
   close(error?: TidemarkError): void {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#retry) { clearTimeout(this.#retry); this.#retry = undefined; }
     this.#closeWhenWritten(error, Date.now());
   }
 
