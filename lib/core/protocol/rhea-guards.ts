@@ -38,6 +38,13 @@
  *    for every frame and message rhea decodes. rhea reads and unwraps values recursively:
  *    3000 nested lists in an attach overflowed the stack (amqp:internal-error with a
  *    RangeError stack).
+ * 9. Our own ids past 2^32 [AMQP 2.5.6, 2.6.7; RFC 1982]. rhea counts the session's outgoing
+ *    delivery-ids and transfer-ids, and each link's delivery-count, without wrapping. After
+ *    2^32 deliveries on one session (12 hours at 100k/s) the next transfer's delivery-id did
+ *    not fit its uint, and the window rhea computed from the peer's (wrapped) next-incoming-id
+ *    went negative: the session's consumers stopped for good. The counters stay as rhea keeps
+ *    them (its loops compare them); they are written modulo 2^32 into transfers, flows and
+ *    dispositions, and the peer's next-incoming-id is read back at its serial distance.
  *
  * Like rhea-patches.ts this checks rhea's version and the source of everything it relies on
  * before changing anything, throws if they differ, and is idempotent.
@@ -109,6 +116,11 @@ interface Incoming {
   readonly window: number;
   on_disposition(fields: unknown): void;
 }
+/** What section 9 reads of rhea's outgoing side of a session. */
+interface Outgoing {
+  next_transfer_id: number;
+  remote_next_transfer_id: number | undefined;
+}
 interface Session {
   connection: { is_server?: boolean; _register(): void };
   links: Record<string, Link>;
@@ -155,6 +167,9 @@ export function applyRheaGuards(): void {
     ['Session._write_flow', hasSource(proto._write_flow, "'incoming_window':this.incoming.window,", 'this.incoming.max_transfer_id = fields.next_incoming_id + fields.incoming_window;')],
     ['Session.on_begin/on_flow/on_transfer/on_attach/remove_link', ['on_begin', 'on_flow', 'on_transfer', 'on_attach', 'remove_link'].every((k) => typeof proto[k] === 'function')],
     ['Link constructors', typeof links.Sender === 'function' && typeof links.Receiver === 'function' && (links.Sender as Fn).length === 4],
+    ['Outgoing.on_flow', hasSource(outgoingProto.on_flow, 'this.remote_next_transfer_id = fields.next_incoming_id;')],
+    ['Outgoing.process/Session._write_flow/write_dispositions use frames.*', hasSource(outgoingProto.process, 'frames.transfer({') && hasSource(proto._write_flow, 'this.output(frames.flow(fields));') && hasSource(outgoingProto.process, 'write_dispositions(this.pending_dispositions)')],
+    ['frames.transfer/flow/disposition', ['transfer', 'flow', 'disposition'].every((k) => typeof (require('rhea/lib/frames.js') as Record<string, unknown>)[k] === 'function')],
     ['types.Reader', hasSource(Reader?.prototype?.read, 'var constructor = this.read_constructor();') && hasSource(Reader?.prototype?.read_array, 'this.read_array_items(limits.count')],
   ];
   for (const [what, ok] of checks) if (!ok) fail(what);
@@ -162,6 +177,7 @@ export function applyRheaGuards(): void {
   patchSerialLookup(bufferProto);
   patchDispositions(proto);
   patchWindow(proto);
+  patchOutgoingSerials(outgoingProto);
   patchTransfers(proto);
   patchAttach(proto, links as { Sender: LinkCtor; Receiver: LinkCtor });
   guardNesting(Reader);
@@ -239,6 +255,40 @@ function patchWindow(proto: SessionProto): void {
     } finally {
       if (!isUint(inc.next_transfer_id)) inc.next_transfer_id = before; // a flow with a wrongly typed next-outgoing-id
     }
+  };
+}
+
+/* ---------- 9. our own ids past 2^32 ---------- */
+
+/** A count as the uint a frame carries (serial numbers wrap at 2^32). */
+export function wire32(v: unknown): unknown { return typeof v === 'number' && v >= TWO32 ? v % TWO32 : v; }
+
+function patchOutgoingSerials(outgoingProto: Record<string, unknown>): void {
+  const frames = require('rhea/lib/frames.js') as Record<string, (fields: Record<string, unknown>) => unknown>;
+  const wrapFields = (name: string, keys: readonly string[]) => {
+    const make = frames[name];
+    frames[name] = function wrappedIds(fields: Record<string, unknown>) {
+      for (const k of keys) {
+        const v = fields?.[k];
+        if (typeof v === 'number' && v >= TWO32) { fields = { ...fields }; for (const k2 of keys) fields[k2] = wire32(fields[k2]); break; }
+      }
+      return make(fields);
+    };
+  };
+  wrapFields('transfer', ['delivery_id']);
+  wrapFields('flow', ['next_incoming_id', 'next_outgoing_id', 'delivery_count']);
+  wrapFields('disposition', ['first', 'last']);
+  // The peer's next-incoming-id is a uint: put it at its serial distance behind our count,
+  // so rhea's `remote_window - (next_transfer_id - remote_next_transfer_id)` stays right.
+  const onFlow = outgoingProto.on_flow as (this: Outgoing, f: unknown) => unknown;
+  outgoingProto.on_flow = function serialOnFlow(this: Outgoing, fields: unknown) {
+    const r = onFlow.call(this, fields);
+    const theirs = this.remote_next_transfer_id;
+    if (typeof theirs === 'number' && this.next_transfer_id >= TWO32) {
+      const behind = (this.next_transfer_id - theirs) % TWO32;
+      this.remote_next_transfer_id = this.next_transfer_id - (behind < 0 ? behind + TWO32 : behind);
+    }
+    return r;
   };
 }
 

@@ -61,6 +61,7 @@ interface RheaDelivery {
 }
 interface DeliveryBuffer {
   by_id(id: number): RheaDelivery | undefined;
+  readonly size: number;
 }
 interface RheaLink {
   name: string;
@@ -177,16 +178,19 @@ function patchDispositionRanges(proto: SessionProto): void {
     if (payload !== undefined || cls?.descriptor?.numeric !== DISPOSITION_CODE) return output.call(this, frame, payload);
     const first = frame.first as number;
     const last = frame.last as number | undefined;
-    if (last === undefined || last === null || last <= first) return output.call(this, frame, payload);
+    if (last === undefined || last === null || last === first) return output.call(this, frame, payload);
 
     // role true = we are the receiver: the range names incoming deliveries.
     const buffer = frame.role ? this.incoming.deliveries : this.outgoing.deliveries;
+    // Ids are serial numbers (a range may cross 2^32: 0xffffffff..1); rhea's counters may be past it.
+    const count = ((last - first) >>> 0) + 1;
+    if (count > buffer.size) return output.call(this, frame, payload);
     const range: RheaDelivery[] = [];
-    for (let id = first; id <= last; id++) {
-      const d = buffer.by_id(id);
+    for (let i = 0; i < count; i++) {
+      const d = buffer.by_id(first + i);
       // Cannot resolve (should not happen: rhea writes before it drops settled deliveries):
       // leave rhea's frame as it is rather than guess.
-      if (d === undefined || d.id !== id) return output.call(this, frame, payload);
+      if (d === undefined || ((d.id - (first + i)) >>> 0) !== 0) return output.call(this, frame, payload);
       range.push(d);
     }
     if (range.every((d) => sameOutcome(range[0], d))) return output.call(this, frame, payload);
@@ -197,7 +201,7 @@ function patchDispositionRanges(proto: SessionProto): void {
         const head = range[start];
         output.call(
           this,
-          cls.create({ role: frame.role, first: head.id, last: range[i - 1].id, settled: head.settled, state: head.state }),
+          cls.create({ role: frame.role, first: head.id >>> 0, last: range[i - 1].id >>> 0, settled: head.settled, state: head.state }),
         );
         start = i;
       }

@@ -5,6 +5,7 @@ import { FrameWriter } from './frame-writer.js';
 import { joinSplit, type SplitMessage } from '../../codec/message-bytes.js';
 
 const OUTCOME = Symbol('tidemark.outcome');
+const TWO32 = 4294967296;
 const SINK = Symbol('tidemark.sink');
 
 /** rhea's tags are the link's counter in decimal (Sender.next_tag); this is the same bytes, in a scratch buffer the frame encoder copies from. */
@@ -177,8 +178,10 @@ export class RheaSink implements DeliverySink {
     out.window--;
     s.credit--;
     s.delivery_count++;
-    if (whole) writer.transfer(session.local.channel, s.local.handle, id, tag, 0, settled, false, payload);
-    else writer.transferSplit(session.local.channel, s.local.handle, id, tag, 0, settled, false, payload);
+    // rhea's counter goes past 2^32; the frame carries it as the serial number it is.
+    const wireId = id < TWO32 ? id : id % TWO32;
+    if (whole) writer.transfer(session.local.channel, s.local.handle, wireId, tag, 0, settled, false, payload);
+    else writer.transferSplit(session.local.channel, s.local.handle, wireId, tag, 0, settled, false, payload);
     if (settled) return true;
     const d = new OutgoingDelivery(out, id, Buffer.from(tag), s);
     out.deliveries.push(d);
