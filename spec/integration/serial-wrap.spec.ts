@@ -10,6 +10,7 @@ import { expect } from 'chai';
 import { createRequire } from 'node:module';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { connect, openReceiver, openSender, sendAll, collect, sleep, type Conn } from '../support/client.js';
+import { protonAvailable, runProton } from '../support/proton.js';
 
 const require = createRequire(import.meta.url);
 const Session = require('rhea/lib/session.js');
@@ -20,6 +21,7 @@ describe('delivery ids past 2^32 on the broker side', function () {
   let tb: TestBroker;
   let onBegin: any;
   before(async () => {
+    tb = await startTestBroker(); // (installs the broker's rhea guards first: this hook must run before them)
     onBegin = Session.prototype.on_begin;
     // Only the broker's sessions (the client's begin is written before it sees the broker's).
     Session.prototype.on_begin = function (frame: any) {
@@ -30,7 +32,6 @@ describe('delivery ids past 2^32 on the broker side', function () {
       }
       return onBegin.call(this, frame);
     };
-    tb = await startTestBroker();
   });
   after(async () => { Session.prototype.on_begin = onBegin; await tb?.stop(); });
 
@@ -75,5 +76,15 @@ describe('delivery ids past 2^32 on the broker side', function () {
       await sleep(10);
       expect(c.connection.is_open()).to.equal(true);
     } finally { await c.close(); }
+  });
+
+  it('Python Proton (an independent AMQP stack) reads the wrapped ids: 12 messages across the wrap', async () => {
+    if (!protonAvailable()) throw new Error('python3-qpid-proton is missing: apt-get install -y python3-qpid-proton');
+    const c = await connect(tb.url);
+    const bodies = Array.from({ length: 12 }, (_, i) => 'p' + i);
+    try { await publish(c, 'wrap-proton', bodies); } finally { await c.close(); }
+    const r = await runProton('simple_recv.py', ['-a', `${tb.url}/wrap-proton`, '-m', '12']);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout.trim().split('\n')).to.deep.equal(bodies);
   });
 });

@@ -60,6 +60,8 @@ export { MAX_NESTING };
 const require = createRequire(import.meta.url);
 const APPLIED = Symbol.for('tidemark.rhea-guards.applied');
 const TWO32 = 4294967296;
+/** The next-outgoing-id our begin announced (section 9). */
+const INITIAL_OUTGOING_ID = Symbol('tidemark.initial-outgoing-id');
 /** Bytes buffered so far of an incomplete incoming delivery. */
 const BYTES = Symbol('tidemark.delivery-bytes');
 /** The `links` key of a link created only to refuse an attach. */
@@ -120,6 +122,7 @@ interface Incoming {
 interface Outgoing {
   next_transfer_id: number;
   remote_next_transfer_id: number | undefined;
+  [INITIAL_OUTGOING_ID]?: number;
 }
 interface Session {
   connection: { is_server?: boolean; _register(): void };
@@ -177,7 +180,7 @@ export function applyRheaGuards(): void {
   patchSerialLookup(bufferProto);
   patchDispositions(proto);
   patchWindow(proto);
-  patchOutgoingSerials(outgoingProto);
+  patchOutgoingSerials(proto, outgoingProto);
   patchTransfers(proto);
   patchAttach(proto, links as { Sender: LinkCtor; Receiver: LinkCtor });
   guardNesting(Reader);
@@ -263,7 +266,7 @@ function patchWindow(proto: SessionProto): void {
 /** A count as the uint a frame carries (serial numbers wrap at 2^32). */
 export function wire32(v: unknown): unknown { return typeof v === 'number' && v >= TWO32 ? v % TWO32 : v; }
 
-function patchOutgoingSerials(outgoingProto: Record<string, unknown>): void {
+function patchOutgoingSerials(proto: SessionProto, outgoingProto: Record<string, unknown>): void {
   const frames = require('rhea/lib/frames.js') as Record<string, (fields: Record<string, unknown>) => unknown>;
   const wrapFields = (name: string, keys: readonly string[]) => {
     const make = frames[name];
@@ -280,9 +283,21 @@ function patchOutgoingSerials(outgoingProto: Record<string, unknown>): void {
   wrapFields('disposition', ['first', 'last']);
   // The peer's next-incoming-id is a uint: put it at its serial distance behind our count,
   // so rhea's `remote_window - (next_transfer_id - remote_next_transfer_id)` stays right.
-  const onFlow = outgoingProto.on_flow as (this: Outgoing, f: unknown) => unknown;
-  outgoingProto.on_flow = function serialOnFlow(this: Outgoing, fields: unknown) {
+  // A flow without next-incoming-id comes from a peer that has not read our begin yet: it
+  // stands for our begin's next-outgoing-id [AMQP 2.7.4] (rhea took it as 0, which is right
+  // only while that is 0, as the broker's always is; the test that starts near 2^32 is not).
+  const onBegin = proto.on_begin;
+  proto.on_begin = function initialOutgoingId(this: Session, frame: any) {
+    const id = (this.local.begin as { next_outgoing_id?: unknown }).next_outgoing_id;
+    if (typeof id === 'number') (this.outgoing as unknown as Outgoing)[INITIAL_OUTGOING_ID] = id;
+    return onBegin.call(this, frame);
+  };
+  const onFlow = outgoingProto.on_flow as (this: Outgoing, f: { next_incoming_id?: unknown }) => unknown;
+  outgoingProto.on_flow = function serialOnFlow(this: Outgoing, fields: { next_incoming_id?: unknown }) {
     const r = onFlow.call(this, fields);
+    if ((fields?.next_incoming_id === undefined || fields.next_incoming_id === null) && this[INITIAL_OUTGOING_ID] !== undefined) {
+      this.remote_next_transfer_id = this[INITIAL_OUTGOING_ID];
+    }
     const theirs = this.remote_next_transfer_id;
     if (typeof theirs === 'number' && this.next_transfer_id >= TWO32) {
       const behind = (this.next_transfer_id - theirs) % TWO32;
