@@ -550,7 +550,7 @@ export class AmqpServer {
     c.on('sender_draining', (ctx: any) => this.#guard(ctx, () => {
       const st = this.#state(ctx.sender);
       if (st && !st.ready) { setImmediate(() => this.#guard(ctx, () => { if (this.#state(ctx.sender)) st.consumer?.onDrain(); })); return; }
-      if (st?.consumer) st.consumer.onDrain(); else { ctx.sender.set_drained(true); ctx.connection._register?.(); }
+      if (st?.consumer) { st.sink?.drainRequested(); st.consumer.onDrain(); } else { ctx.sender.set_drained(true); ctx.connection._register?.(); }
     }));
     // transactions: an outcome held by a transaction is applied at its discharge, not here.
     for (const t of ['accepted', 'released', 'rejected', 'modified'] as const) c.on(t, (ctx: any) => this.#guard(ctx, () => { if (!this.#tx.holds(ctx.delivery)) deliverOutcome(ctx.delivery, t); }));

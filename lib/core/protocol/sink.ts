@@ -6,6 +6,8 @@ import { joinSplit, type SplitMessage } from '../../codec/message-bytes.js';
 
 const OUTCOME = Symbol('tidemark.outcome');
 const TWO32 = 4294967296;
+/** How long a drain waits for transfers of other links to be written before it completes anyway. */
+const DRAIN_WAIT_FOR_OTHERS_MS = 250;
 const SINK = Symbol('tidemark.sink');
 
 /** rhea's tags are the link's counter in decimal (Sender.next_tag); this is the same bytes, in a scratch buffer the frame encoder copies from. */
@@ -64,26 +66,28 @@ export class RheaSink implements DeliverySink {
 
   credit(): number {
     if (this.#closed || !this.#sender.is_open?.()) return 0;
-    if (this.#unsettled >= this.#maxUnsettled) { this.blocked = true; return 0; }
+    if (this.#unsettled >= this.#maxUnsettled) { this.blocked = true; this.#inTransit = false; return 0; }
     // Back-pressure from the socket: a client that does not read would otherwise have every
     // message it has credit for buffered here (a sow of 80 MB per client). One comparison on
     // the fast path; 'drain' (which Node emits only after a write said to wait) resumes.
-    if (this.#socket.writableLength > this.#maxPending && this.#socket.writableNeedDrain) return this.#waitForDrain();
+    if (this.#socket.writableLength > this.#maxPending && this.#socket.writableNeedDrain) { this.#inTransit = true; return this.#waitForDrain(); }
     // Without this a synchronous loop would send far past the receiver's credit: rhea
     // decrements link credit when it writes a transfer, not when send() queues it.
     if (this.#sender.sendable()) {
       const n = this.#sender.credit - this.#unwritten();
-      if (n > 0) { this.blocked = false; this.#retryMs = 1; return n; }
+      if (n > 0) { this.blocked = false; this.#inTransit = false; this.#retryMs = 1; return n; }
       // The credit is taken by transfers still in rhea's queue, other links' too (it is the
       // session's). rhea writes them on its next tick and announces nothing to this link:
       // without asking again, a link with little credit waited for good (audit, session 14).
       this.blocked = true;
+      this.#inTransit = true;
       this.#retryLater();
       return 0;
     }
     // rhea raises no event when settlements free the window again: the server re-pumps
     // blocked links on their next settlement (see server.ts 'settled'). Pre-settled
     // deliveries free their slot once written, with no settlement to wait for: retry then.
+    this.#inTransit = false; // no credit, or rhea's delivery buffer is full of unsettled ones: a hold the peer lifts
     if (this.#sender.credit > 0) {
       this.blocked = true;
       const head = this.#sender.session?.outgoing?.deliveries?.get_head?.();
@@ -188,17 +192,67 @@ export class RheaSink implements DeliverySink {
     return d;
   }
 
+  /**
+   * The last credit() was 0 only because what is on its way out (rhea's queue, the socket)
+   * has not been written yet: not a hold the peer must lift (settlements), which a drain
+   * must not wait for (a client that settles after its drained fetch would wait for good).
+   */
+  #inTransit = false;
+  /** When a drain first had to wait for this link's transfers to be written (Date.now()). */
+  #drainWaitSince = 0;
+  #drainTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * The consumer has nothing more to send: the drain completes, rhea advancing the
+   * delivery-count over the credit left [AMQP 2.6.7]. Not while a delivery of this link is
+   * still in rhea's queue: rhea takes a delivery's credit only once its last frame is
+   * written, so a multi-frame delivery half-sent against the peer's session window (and those
+   * behind it) lost its credit to the drain and was never finished, its message held by the
+   * link (audit, session 14). Nor, for a short while, when the credit could not be used only
+   * because transfers of other links were on their way: the messages are there, the drain
+   * waits for them rather than reporting none.
+   */
+  /** The peer asked to drain: what credit() says from now on tells whether messages wait. */
+  drainRequested(): void { this.#inTransit = false; }
+
   drained(): void {
     if (this.#closed) return;
+    const own = this.#ownUnwritten();
+    const now = Date.now();
+    if (own > 0 || this.#inTransit) {
+      if (!this.#drainWaitSince) this.#drainWaitSince = now;
+      if (own > 0 || now - this.#drainWaitSince < DRAIN_WAIT_FOR_OTHERS_MS) {
+        if (!this.#drainTimer) {
+          this.#drainTimer = setTimeout(() => {
+            this.#drainTimer = undefined;
+            if (this.#closed) return;
+            this.onUnblocked?.(); // send what can go now, then judge the drain again
+            this.drained();
+          }, Math.min(100, Math.max(1, (now - this.#drainWaitSince) >> 2)));
+        }
+        return;
+      }
+    }
+    this.#drainWaitSince = 0;
     this.#sender.set_drained(true);
     // set_drained only marks the flow; ask the connection to write it now.
     this.#sender.connection?._register?.();
+  }
+
+  /** This link's deliveries handed to rhea and not fully written (each still holds its credit). */
+  #ownUnwritten(): number {
+    const out = this.#sender.session?.outgoing;
+    if (!out) return 0;
+    let n = 0;
+    for (let id = out.next_pending_delivery; id < out.next_delivery_id; id++) if (out.deliveries.by_id(id)?.link === this.#sender) n++;
+    return n;
   }
 
   close(error?: TidemarkError): void {
     if (this.#closed) return;
     this.#closed = true;
     if (this.#retry) { clearTimeout(this.#retry); this.#retry = undefined; }
+    if (this.#drainTimer) { clearTimeout(this.#drainTimer); this.#drainTimer = undefined; }
     this.#closeWhenWritten(error, Date.now());
   }
 
