@@ -439,6 +439,52 @@ describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function
     });
   });
 
+  describe('9. a flow with echo=true is answered with our flow state [AMQP 2.7.4]', function () {
+    // flow fields: 4 handle, 5 delivery-count, 6 link-credit, 8 drain, 9 echo
+    const flows = (c: RawClient) => c.frames.filter((f) => f.name === 'flow');
+    it('on a link where the broker sends: its delivery-count and the credit left, drain not set', async function () {
+      const tb = b.get();
+      await publish(tb.url, 'edges.echo', ['e0', 'e1', 'e2']);
+      const c = await RawClient.connect(tb.port); opened.push(c);
+      await c.handshake();
+      c.write(receiverAttach('echo-r', 'edges.echo'));
+      await expectFrame(c, 'attach');
+      c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(2), deliveryCount: t.uint(0), nextIncomingId: t.uint(0) }));
+      expect(await c.waitFor((x) => count(x, 'transfer') >= 2, 3000)).to.equal(true);
+      await sleep(200);
+      expect(flows(c).filter((f) => f.fields[4] === 0), 'no link flow before the echo').to.deep.equal([]);
+      // credit 3 from delivery-count 2: one message left to send, so one credit stays unused
+      c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(3), deliveryCount: t.uint(2), nextIncomingId: t.uint(2), echo: t.bool(true) }));
+      expect(await c.waitFor((x) => count(x, 'transfer') >= 3 && x.frames.some((f) => f.name === 'flow' && f.fields[4] === 0), 3000), `got ${JSON.stringify(names(c))}`).to.equal(true);
+      const answer = flows(c).find((f) => f.fields[4] === 0)!;
+      expect(answer.fields[5], 'delivery-count').to.be.oneOf([2, 3]);
+      expect((answer.fields[5] as number) + (answer.fields[6] as number), 'delivery-count + link-credit').to.equal(5);
+      expect(answer.fields[8] ?? false, 'drain').to.equal(false);
+      expect(answer.fields[9] ?? false, 'echo (never asked back)').to.equal(false);
+    });
+    it('on a link where the broker receives: the credit it granted', async function () {
+      const tb = b.get();
+      const c = await rawSender(tb, 'edges.echo2', opened, 'echo-s');
+      const granted = flows(c).find((f) => f.fields[4] === 0)!;
+      const before = flows(c).length;
+      c.write(F.flow({ handle: t.uint(0), deliveryCount: t.uint(0), linkCredit: t.uint(0), nextIncomingId: t.uint(0), echo: t.bool(true) }));
+      expect(await c.waitFor((x) => x.frames.filter((f) => f.name === 'flow').length > before, 3000), `got ${JSON.stringify(names(c))}`).to.equal(true);
+      const answer = flows(c)[before];
+      expect(answer.fields[4], 'handle').to.equal(0);
+      expect([answer.fields[5] ?? 0, answer.fields[6]], '[delivery-count, link-credit]').to.deep.equal([granted.fields[5] ?? 0, granted.fields[6]]);
+    });
+    it('without a handle: the session\'s flow state', async function () {
+      const tb = b.get();
+      const c = await RawClient.connect(tb.port); opened.push(c);
+      await c.handshake();
+      c.write(F.flow({ nextIncomingId: t.uint(0), echo: t.bool(true) }));
+      expect(await c.waitFor((x) => !!x.find('flow'), 3000), `got ${JSON.stringify(names(c))}`).to.equal(true);
+      const answer = c.find('flow')!;
+      expect(answer.fields[4] ?? null, 'no handle').to.equal(null);
+      expect(answer.fields[1], 'incoming-window').to.be.a('number');
+    });
+  });
+
   describe('7. heartbeats: the peer\'s idle-time-out', function () {
     it('1 ms is refused at open with amqp:not-allowed, naming the 200 ms minimum, and draws no heartbeat storm', async function () {
       const c = await RawClient.connect(b.get().port); opened.push(c);

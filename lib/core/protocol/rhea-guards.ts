@@ -1,6 +1,6 @@
 /**
  * Guards on rhea 3.0.5 against peers that send valid frames which break a protocol rule, or
- * legal frames rhea handles badly (docs/rhea-patches.md, patches 4-9; docs/robustness.md).
+ * legal frames rhea handles badly (docs/rhea-patches.md, patches 4-10; docs/robustness.md).
  * Found by the hostile-input audit; tests: spec/integration/protocol-edges.spec.ts.
  *
  * 4. Dispositions are applied to the deliveries that exist. rhea's Outgoing/Incoming
@@ -45,6 +45,11 @@
  *    went negative: the session's consumers stopped for good. The counters stay as rhea keeps
  *    them (its loops compare them); they are written modulo 2^32 into transfers, flows and
  *    dispositions, and the peer's next-incoming-id is read back at its serial distance.
+ * 10. A flow with echo=true is answered with our flow state [AMQP 2.7.4]: the link's
+ *    (delivery-count, link-credit) when it names an open link, else the session's. rhea read
+ *    the rest of such a flow and never answered, so a client polling the sender's state with
+ *    echo waited for nothing. The answer never says drain: rhea's receivers take any flow
+ *    with drain=true from the sender as the drain's end; the drain is answered as before.
  *
  * Like rhea-patches.ts this checks rhea's version and the source of everything it relies on
  * before changing anything, throws if they differ, and is idempotent.
@@ -93,7 +98,7 @@ interface DeliveryBuffer {
   get_tail(): Delivery | undefined;
   by_id(id: number): Delivery | undefined;
 }
-interface Endpoint { local_open: boolean; remote_open: boolean; remote_opened(): boolean }
+interface Endpoint { local_open: boolean; open_requests?: number; remote_open: boolean; remote_opened(): boolean }
 interface Link {
   name: string;
   state: Endpoint;
@@ -132,6 +137,8 @@ interface Session {
   incoming: Incoming;
   outgoing: { deliveries: DeliveryBuffer; on_disposition(fields: unknown): void };
   get_option(name: string, dflt: unknown): unknown;
+  state?: Endpoint;
+  _write_flow(link?: { _get_drain(): boolean; delivery_count: number; credit: number; local: { handle: number } }): void;
 }
 type Fn = (this: Session, ...args: any[]) => any;
 type SessionProto = Record<string, Fn> & { [APPLIED]?: true };
@@ -183,6 +190,7 @@ export function applyRheaGuards(): void {
   patchOutgoingSerials(proto, outgoingProto);
   patchTransfers(proto);
   patchAttach(proto, links as { Sender: LinkCtor; Receiver: LinkCtor });
+  patchEcho(proto);
   guardNesting(Reader);
   Object.defineProperty(proto, APPLIED, { value: true });
 }
@@ -503,6 +511,33 @@ function refuseAttach(session: Session, frame: any, links: { Sender: LinkCtor; R
   link.local.attach.target = null;
   link.open();
   link.close({ condition: C.invalidField, description });
+}
+
+/* ---------- 10. echo [AMQP 2.7.4] ---------- */
+
+function patchEcho(proto: SessionProto): void {
+  const onFlow = proto.on_flow;
+  proto.on_flow = function echoingOnFlow(this: Session, frame: any) {
+    const r = onFlow.call(this, frame);
+    if (frame?.performative?.echo === true) answerEcho(this, frame.performative.handle);
+    return r;
+  };
+}
+
+function answerEcho(session: Session, handle: unknown): void {
+  // Only over a begin (and attach) already written and not yet ended (detached): a flow on
+  // an endpoint the peer has not seen from us would break the protocol, and one we closed
+  // has no state to report.
+  const written = (s: Endpoint | undefined) => !!s?.local_open && !s.open_requests;
+  if (!written(session.state)) return;
+  let link: Link | undefined;
+  if (handle !== undefined && handle !== null) {
+    link = session.remote.handles[String(handle)];
+    if (!link || !written(link.state)) return;
+  }
+  // _write_flow reads these fields of a link; a stand-in keeps rhea's drain bookkeeping out
+  // of it (_get_drain would end a drain in progress).
+  session._write_flow(link ? { _get_drain: () => false, delivery_count: link.delivery_count, credit: link.credit, local: { handle: link.local.handle } } : undefined);
 }
 
 /* ---------- 7. nesting depth ---------- */
