@@ -485,6 +485,36 @@ describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function
     });
   });
 
+  describe('10. a drain that finds no credit left is answered with drain set [AMQP 2.6.7]', function () {
+    const linkFlows = (c: RawClient) => c.frames.filter((f) => f.name === 'flow' && f.fields[4] === 0);
+    for (const kind of ['plain', 'sow'] as const) for (const crossing of [false, true]) {
+      it(`${kind} queue, ${crossing ? 'the drain crossing the transfers that used its credit' : 'drain with credit 0'}: one flow, drain=true, delivery-count unchanged`, async function () {
+        const tb = b.get();
+        const q = `edges.drain0.${kind}.${crossing}`;
+        const pc = await connect(tb.url);
+        try {
+          const s = await openSender(pc, kind === 'sow' ? { address: q, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } } : { address: q });
+          const msg = (i: number) => ({ body: JSON.stringify({ id: `k${i}` }), content_type: 'application/json' });
+          await sendAll(s, [msg(0)]);
+          const c = await RawClient.connect(tb.port); opened.push(c);
+          await c.handshake();
+          c.write(receiverAttach('d0', q));
+          await expectFrame(c, 'attach');
+          c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(2), deliveryCount: t.uint(0), nextIncomingId: t.uint(0) }));
+          await sleep(100);
+          await sendAll(s, [msg(1), msg(2), msg(3)]);
+          expect(await c.waitFor((x) => count(x, 'transfer') >= 2, 3000), `got ${JSON.stringify(names(c))}`).to.equal(true);
+          c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(crossing ? 2 : 0), deliveryCount: t.uint(crossing ? 0 : 2), nextIncomingId: t.uint(2), drain: t.bool(true) }));
+          expect(await c.waitFor((x) => linkFlows(x).length > 0, 3000), `no answer to the drain; got ${JSON.stringify(names(c))}`).to.equal(true);
+          await sleep(200);
+          const answers = linkFlows(c);
+          expect(answers.map((f) => [f.fields[5], f.fields[6], f.fields[8]]), '[delivery-count, link-credit, drain]').to.deep.equal([[2, 0, true]]);
+          expect(count(c, 'transfer'), 'nothing sent past the credit').to.equal(2);
+        } finally { await pc.close(); }
+      });
+    }
+  });
+
   describe('7. heartbeats: the peer\'s idle-time-out', function () {
     it('1 ms is refused at open with amqp:not-allowed, naming the 200 ms minimum, and draws no heartbeat storm', async function () {
       const c = await RawClient.connect(b.get().port); opened.push(c);

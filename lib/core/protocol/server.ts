@@ -12,7 +12,7 @@ import rhea from 'rhea';
 import { installRawCapture, rawBytes } from './raw-message.js';
 import { RheaSink, deliverOutcome } from './sink.js';
 import { FrameWriter } from './frame-writer.js';
-import { capabilities, nodeProperties, filters as sourceFilters } from './terminus.js';
+import { capabilities, nodeProperties, filters as sourceFilters, expandQpidAddress } from './terminus.js';
 import { TidemarkError, Conditions, toAmqpError, amqpInfo } from '../errors.js';
 import { ConfigError, type BrokerConfig } from '../config.js';
 import type { Consumer } from '../queue/delivery.js';
@@ -165,8 +165,14 @@ function hardenSenderCredit(sender: any): void {
     const fixed = Object.create(f, { delivery_count: { value: ours }, link_credit: { value: credit }, drain: { value: f.drain === true } });
     return onFlow.call(sender, { ...frame, performative: fixed });
   };
+  // The drain's answer carries drain=true even when no credit was left to advance over (the
+  // peer's credit was used by transfers that crossed its drain flow, or it drained with none):
+  // rhea's own answer then left the flag off, and a rhea receiver waits for
+  // `receiver_drained` on a flow with drain set. `_drained` is true here only once the
+  // consumer said it has nothing more to send (set_drained), or, from rhea's on_flow, while
+  // credit is left, as before.
   sender._get_drain = function () {
-    if (this._draining && this._drained && this.credit) {
+    if (this._draining && this._drained) {
       this.delivery_count = (num32(this.delivery_count) + num32(this.credit)) % 0x100000000;
       this.credit = 0;
       return true;
@@ -550,6 +556,10 @@ export class AmqpServer {
     c.on('sender_draining', (ctx: any) => this.#guard(ctx, () => {
       const st = this.#state(ctx.sender);
       if (st && !st.ready) { setImmediate(() => this.#guard(ctx, () => { if (this.#state(ctx.sender)) st.consumer?.onDrain(); })); return; }
+      // A drain that finds no credit left (the peer's was used by transfers that crossed its
+      // flow) is complete as it arrives: answered with drain set, whatever the consumer has.
+      // (A SOW consumer waited for credit to judge the drain: the receiver waited for good.)
+      if (st?.consumer && st.sink && !(ctx.sender.credit > 0)) { st.sink.drainRequested(); st.sink.drained(); return; }
       if (st?.consumer) { st.sink?.drainRequested(); st.consumer.onDrain(); } else { ctx.sender.set_drained(true); ctx.connection._register?.(); }
     }));
     // transactions: an outcome held by a transaction is applied at its discharge, not here.
@@ -634,7 +644,7 @@ export class AmqpServer {
     const receiver = ctx.receiver;
     // wire.md 1: the max-message-size is announced on every attach reply.
     receiver.local.attach.max_message_size = this.#backend.config.limits.maxMessageSize;
-    const target = receiver.remote.attach?.target;
+    let target = receiver.remote.attach?.target;
     const st = this.#linkState(receiver);
     this.#backend.stats.links++;
     st.onClose.push(() => this.#backend.stats.links--);
@@ -654,6 +664,7 @@ export class AmqpServer {
     }
     try {
       this.#checkLinkLimit(receiver);
+      target = expandQpidAddress(target, 'sender');
       const address: string | undefined = target.address ?? undefined;
       if (target.dynamic) {
         const q = this.#backend.createDynamicNode(nodeProperties(target), this.#user(ctx), (fn) => st.onClose.push(fn));
@@ -752,7 +763,7 @@ export class AmqpServer {
     const sender = ctx.sender;
     sender.local.attach.max_message_size = this.#backend.config.limits.maxMessageSize;
     hardenSenderCredit(sender);
-    const source = sender.remote.attach?.source;
+    let source = sender.remote.attach?.source;
     const st = this.#linkState(sender);
     this.#backend.stats.links++;
     st.onClose.push(() => this.#backend.stats.links--);
@@ -762,6 +773,7 @@ export class AmqpServer {
     try {
       this.#checkLinkLimit(sender);
       if (!source) throw new TidemarkError(Conditions.invalidField, 'attach has no source');
+      source = expandQpidAddress(source, 'receiver');
       let address: string | undefined = source.address ?? undefined;
       if (source.dynamic) {
         q = this.#backend.createDynamicNode(nodeProperties(source), this.#user(ctx), (fn) => st.onClose.push(fn));

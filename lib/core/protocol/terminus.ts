@@ -1,4 +1,46 @@
 /** Reading what a peer put in a source/target terminus (wire.md 2.1, 4). */
+import rhea from 'rhea';
+import { AddressSyntaxError, addressToLinkOptions, parseAddress } from '../../address/index.js';
+import { TidemarkError, Conditions } from '../errors.js';
+
+/** `name; {options}`: Qpid address options where a plain client put the whole string. */
+const QPID_OPTIONS = /;\s*\{/;
+
+/**
+ * A terminus whose address is a whole Qpid address with options (`q; {create: always, ...}`),
+ * as a plain AMQP client (rhea, Proton) sends it when given the string our docs show: read as
+ * qpid::messaging would have put it in the attach (docs/addresses.md "Sent by a plain
+ * client"). The options' fields replace the terminus's; the rest is kept. Before, such a
+ * client got a queue named after the whole string, without its arguments. `role` is the
+ * client's: 'sender' reads a target, 'receiver' a source. Any other terminus is returned as is.
+ */
+export function expandQpidAddress(t: any, role: 'sender' | 'receiver'): any {
+  const address = t?.address;
+  if (typeof address !== 'string' || !QPID_OPTIONS.test(address)) return t;
+  let derived: Record<string, unknown> | undefined;
+  try {
+    const opts = addressToLinkOptions(parseAddress(address), role);
+    derived = role === 'sender' ? opts.target : opts.source;
+  } catch (e) {
+    if (!(e instanceof AddressSyntaxError)) throw e;
+    throw new TidemarkError(Conditions.invalidField, `address ${JSON.stringify(address)} holds Qpid address options the broker cannot read: ${e.message}`);
+  }
+  // A plain copy of the decoded fields (rhea's terminus keeps them in one array behind
+  // accessors, which the peer's attach still shares).
+  const out: any = {};
+  for (const k in t) if (k !== 'value' && typeof t[k] !== 'function') out[k] = t[k];
+  out.address = undefined;
+  for (const [k, v] of Object.entries(derived ?? {})) {
+    if (k === 'filter') {
+      const f: Record<string, unknown> = {};
+      for (const [name, d] of Object.entries(v as Record<string, { descriptor: number | string; value: unknown }>)) f[name] = rhea.types.wrap_described(d.value, d.descriptor);
+      out.filter = f;
+    } else {
+      out[k] = v;
+    }
+  }
+  return out;
+}
 
 /** Capabilities as a list, whether the peer sent one symbol or an array. */
 export function capabilities(t: any): string[] {
