@@ -13,6 +13,7 @@ import { connect, openSender, openReceiver, sendAll, collect, sleep, type Conn }
 import * as F from '../support/amqp-frames.js';
 import { RawClient, t, Code } from '../support/amqp-frames.js';
 import { protonAvailable, PYTHON } from '../support/proton.js';
+import { tmFilters } from '../support/sow-client.js';
 
 const LIMITS = {
   maxFrameSize: 65536, maxMessageSize: 16384, maxConnections: 1000, maxSessionsPerConnection: 16,
@@ -511,6 +512,32 @@ describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function
           expect(answers.map((f) => [f.fields[5], f.fields[6], f.fields[8]]), '[delivery-count, link-credit, drain]').to.deep.equal([[2, 0, true]]);
           expect(count(c, 'transfer'), 'nothing sent past the credit').to.equal(2);
         } finally { await pc.close(); }
+      });
+    }
+  });
+
+  describe('11. a drain whose credit the deliveries use up is answered (rhea receiver_drained)', function () {
+    for (const [kind, command] of [['plain', undefined], ['sow', undefined], ['sow', 'sow'], ['sow', 'sow_and_subscribe'], ['sow', 'subscribe']] as const) {
+      it(`${kind} queue${command ? `, command ${command}` : ''}: credit 2 and drain with more waiting: 2 messages, then the drain's answer`, async function () {
+        const tb = b.get();
+        const q = `edges.drainfull.${kind}.${command ?? 'none'}`;
+        const c = await connect(tb.url);
+        try {
+          const s = await openSender(c, kind === 'sow' ? { address: q, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } } : { address: q });
+          await sendAll(s, Array.from({ length: 5 }, (_, i) => ({ body: JSON.stringify({ id: `k${i}` }), content_type: 'application/json' })));
+          const src: any = { address: q };
+          if (command) src.filter = tmFilters(command === 'subscribe' ? { command, bookmark: '0' } : { command });
+          const rcv = await openReceiver(c, src);
+          let data = 0;
+          rcv.on('message', (ctx: any) => { const cmd = ctx.message.message_annotations?.['x-opt-tm-cmd']; if (cmd !== 'group_begin' && cmd !== 'group_end' && cmd !== 'completed') data++; });
+          const drained = new Promise<boolean>((res) => { rcv.once('receiver_drained', () => res(true)); setTimeout(() => res(false), 3000); });
+          rcv.add_credit(2);
+          rcv.drain_credit();
+          expect(await drained, 'receiver_drained').to.equal(true);
+          expect(rcv.credit, 'credit left').to.equal(0);
+          // with markers first (group_begin), fewer than 2 data messages fit in the credit
+          expect(data).to.be.at.most(2);
+        } finally { await c.close(); }
       });
     }
   });

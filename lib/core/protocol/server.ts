@@ -555,7 +555,7 @@ export class AmqpServer {
     c.on('sender_flow', credit);
     c.on('sender_draining', (ctx: any) => this.#guard(ctx, () => {
       const st = this.#state(ctx.sender);
-      if (st && !st.ready) { setImmediate(() => this.#guard(ctx, () => { if (this.#state(ctx.sender)) st.consumer?.onDrain(); })); return; }
+      if (st && !st.ready) { setImmediate(() => this.#guard(ctx, () => { if (this.#state(ctx.sender)) { st.sink?.drainRequested(); st.consumer?.onDrain(); } })); return; }
       // A drain that finds no credit left (the peer's was used by transfers that crossed its
       // flow) is complete as it arrives: answered with drain set, whatever the consumer has.
       // (A SOW consumer waited for credit to judge the drain: the receiver waited for good.)

@@ -88,6 +88,10 @@ export class RheaSink implements DeliverySink {
     // blocked links on their next settlement (see server.ts 'settled'). Pre-settled
     // deliveries free their slot once written, with no settlement to wait for: retry then.
     this.#inTransit = false; // no credit, or rhea's delivery buffer is full of unsettled ones: a hold the peer lifts
+    // A drain whose credit the deliveries used up is complete: answer it here, whatever the
+    // consumer waits for (a SOW consumer judged its drain only with credit left, so a drain
+    // for 2 with 5 records waiting got the 2 and never its answer: audit, session 16).
+    if (this.#drainPending && !(this.#sender.credit > 0)) this.drained();
     if (this.#sender.credit > 0) {
       this.blocked = true;
       const head = this.#sender.session?.outgoing?.deliveries?.get_head?.();
@@ -213,10 +217,12 @@ export class RheaSink implements DeliverySink {
    * waits for them rather than reporting none.
    */
   /** The peer asked to drain: what credit() says from now on tells whether messages wait. */
-  drainRequested(): void { this.#inTransit = false; }
+  drainRequested(): void { this.#inTransit = false; this.#drainPending = true; }
+  /** A drain asked for and not answered yet: answered once, by the consumer or by credit(). */
+  #drainPending = false;
 
   drained(): void {
-    if (this.#closed) return;
+    if (this.#closed || !this.#drainPending) return;
     const own = this.#ownUnwritten();
     const now = Date.now();
     if (own > 0 || this.#inTransit) {
@@ -234,6 +240,7 @@ export class RheaSink implements DeliverySink {
       }
     }
     this.#drainWaitSince = 0;
+    this.#drainPending = false;
     this.#sender.set_drained(true);
     // set_drained only marks the flow; ask the connection to write it now.
     this.#sender.connection?._register?.();
