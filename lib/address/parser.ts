@@ -45,6 +45,8 @@ export class AddressSyntaxError extends Error {
 /** Characters that end a bare word inside a map or list (Qpid's set minus '/', see above). */
 const RESERVED = '\'"{}[],:';
 const WHITESPACE = ' \t\n\v\f\r';
+/** Levels of maps and lists an address may nest (addresses nest 3 or 4 deep; AMQP values allow 256). */
+export const MAX_DEPTH = 64;
 
 const INT_RE = /^[+-]?\d+$/;
 const FLOAT_RE = /^[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$/;
@@ -145,10 +147,23 @@ class Parser {
     return v;
   }
 
+  /** Maps and lists open around the value being read. */
+  depth = 0;
+
+  /** Past MAX_DEPTH levels the reader would recurse until the stack overflowed (a broker reads addresses too). */
+  enter(open: number): void {
+    if (++this.depth > MAX_DEPTH) this.fail(`Nested too deeply (more than ${MAX_DEPTH} levels of maps and lists)`, open);
+  }
+
   readMap(): { [k: string]: QpidValue } | undefined {
     this.skipWs();
     const open = this.pos;
     if (!this.readChar('{')) return undefined;
+    this.enter(open);
+    try { return this.readMapBody(open); } finally { this.depth--; }
+  }
+
+  readMapBody(open: number): { [k: string]: QpidValue } {
     const map: { [k: string]: QpidValue } = {};
     for (;;) {
       const keyPos = (this.skipWs(), this.pos);
@@ -178,6 +193,11 @@ class Parser {
     this.skipWs();
     const open = this.pos;
     if (!this.readChar('[')) return undefined;
+    this.enter(open);
+    try { return this.readListBody(open); } finally { this.depth--; }
+  }
+
+  readListBody(open: number): QpidValue[] {
     const list: QpidValue[] = [];
     for (;;) {
       const item = this.readValueIfExists();

@@ -7,6 +7,7 @@
 import { expect } from 'chai';
 import { useBroker } from '../support/broker.js';
 import { connect, openSender, openReceiver, sendAll, collect, send, receive, type Conn } from '../support/client.js';
+import { protonAvailable, runProton } from '../support/proton.js';
 
 const json = (o: unknown) => ({ body: JSON.stringify(o), content_type: 'application/json' });
 const bodies = (got: Array<{ message: any }>) => got.map((m) => m.message.body);
@@ -19,7 +20,7 @@ describe('Qpid address strings sent by a plain AMQP client', function () {
 
   it('a sender\'s x-declare arguments declare the queue under its name (a SOW queue keeps one record per key)', async function () {
     const s = await openSender(c, { address: "pc.sow; {create: always, node: {x-declare: {arguments: {'sow.key': '/id'}}}}" });
-    expect(s.remote.attach.target.address, 'the reply names the queue').to.equal('pc.sow');
+    expect(s.remote.attach.target.address, 'the reply names the address as given').to.equal("pc.sow; {create: always, node: {x-declare: {arguments: {'sow.key': '/id'}}}}");
     const out = await sendAll(s, [json({ id: 'a', v: 1 }), json({ id: 'a', v: 2 }), json({ id: 'b', v: 1 })]);
     expect(out.map((o) => o.state)).to.deep.equal(['accepted', 'accepted', 'accepted']);
     const got = await receive(b.get().url, { address: 'pc.sow' }, { idleMs: 500 });
@@ -29,7 +30,7 @@ describe('Qpid address strings sent by a plain AMQP client', function () {
   it('a receiver\'s mode: browse reads without consuming, and its selector filters', async function () {
     await send(b.get().url, 'pc.plain', [{ body: 'r1', application_properties: { color: 'red' } }, { body: 'g1', application_properties: { color: 'green' } }]);
     const browser = await openReceiver(c, "pc.plain; {mode: browse, link: {selector: \"color = 'red'\"}}");
-    expect(browser.remote.attach.source.address).to.equal('pc.plain');
+    expect(browser.remote.attach.source.address).to.equal("pc.plain; {mode: browse, link: {selector: \"color = 'red'\"}}");
     expect(String(browser.remote.attach.source.distribution_mode)).to.equal('copy');
     expect(bodies(await collect(browser, { idleMs: 400 }))).to.deep.equal(['r1']);
     const all = await receive(b.get().url, { address: 'pc.plain' }, { idleMs: 400 });
@@ -45,6 +46,33 @@ describe('Qpid address strings sent by a plain AMQP client', function () {
     expect(err2.message).to.include('x-bindings');
     const s = await openSender(c, { address: 'pc.after' });
     expect((await sendAll(s, [{ body: 'ok' }]))[0].state).to.equal('accepted');
+  });
+
+  it('options nested past the parser\'s limit are amqp:invalid-field (not a stack overflow)', async function () {
+    const deep = (n: number) => `pc.deep; {create: always, node: {x-declare: {arguments: {'x': ${'['.repeat(n)}${']'.repeat(n)}}}}}`;
+    const err = await openReceiver(c, deep(5000)).then(() => undefined, (e) => e);
+    expect(err?.condition).to.equal('amqp:invalid-field');
+    expect(err.message).to.match(/Nested too deeply/);
+    const s = await openSender(c, { address: deep(20) });
+    expect((await sendAll(s, [{ body: 'ok' }]))[0].state).to.equal('accepted');
+  });
+
+  it('a subject in a sender\'s address is refused (the broker cannot put it on each message); a receiver\'s filters', async function () {
+    const err = await openSender(c, { address: 'pc.subj/red; {create: always}' }).then(() => undefined, (e) => e);
+    expect(err?.condition).to.equal('amqp:invalid-field');
+    expect(err.message).to.include('subject').and.to.include('"pc.subj; {create: always}"');
+    await send(b.get().url, 'pc.subj', [{ body: 'r', subject: 'red' }, { body: 'g', subject: 'green' }]);
+    const rcv = await openReceiver(c, 'pc.subj/red; {mode: browse}');
+    expect(bodies(await collect(rcv, { idleMs: 400 }))).to.deep.equal(['r']);
+  });
+
+  it('Python Proton\'s blocking client opens a sender and a receiver on the address string (its reply names the address as given)', async function () {
+    if (!protonAvailable()) this.skip();
+    const addr = "pc.proton; {create: always, node: {x-declare: {arguments: {'sow.key': '/id'}}}}";
+    const r = await runProton('blocking_qpid_address.py', ['-u', b.get().url, '-a', addr, '-m', '{"id":"a","v":1}', '-m', '{"id":"a","v":2}']);
+    expect(r.code, r.stderr).to.equal(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out).to.deep.equal({ sent: 2, received: ['{"id":"a","v":2}'] });
   });
 
   it('an address without options is the queue\'s name as before, semicolon or not', async function () {

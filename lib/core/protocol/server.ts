@@ -677,7 +677,7 @@ export class AmqpServer {
           const caps = capabilities(target);
           const q = this.#backend.resolveNode(address, { createOnDemand: caps.includes('create-on-demand'), properties: nodeProperties(target), role: 'receiver', user: this.#user(ctx) });
           st.queue = q;
-          receiver.set_target({ address, capabilities: heldCapabilities(caps, q), durable: target.durable });
+          receiver.set_target({ address: target.qpidAddress ?? address, capabilities: heldCapabilities(caps, q), durable: target.durable });
         }
       } else {
         receiver.set_target({}); // anonymous relay: routed per message by properties.to
@@ -813,7 +813,7 @@ export class AmqpServer {
       this.#backend.authorizeConsumer?.(q, req);
       const caps = heldCapabilities(capabilities(source), q);
       sender.set_source({
-        address, dynamic: source.dynamic || undefined, distribution_mode: req.mode,
+        address: source.dynamic ? address : source.qpidAddress ?? address, dynamic: source.dynamic || undefined, distribution_mode: req.mode,
         filter: Object.keys(echoed).length ? echoed : undefined, capabilities: caps.length ? caps : undefined,
         durable: source.durable, expiry_policy: source.expiry_policy,
       });

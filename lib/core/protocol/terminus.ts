@@ -10,7 +10,8 @@ const QPID_OPTIONS = /;\s*\{/;
  * A terminus whose address is a whole Qpid address with options (`q; {create: always, ...}`),
  * as a plain AMQP client (rhea, Proton) sends it when given the string our docs show: read as
  * qpid::messaging would have put it in the attach (docs/addresses.md "Sent by a plain
- * client"). The options' fields replace the terminus's; the rest is kept. Before, such a
+ * client"). The options' fields replace the terminus's, the rest is kept, and `qpidAddress`
+ * holds the string for the reply. Before, such a
  * client got a queue named after the whole string, without its arguments. `role` is the
  * client's: 'sender' reads a target, 'receiver' a source. Any other terminus is returned as is.
  */
@@ -19,7 +20,13 @@ export function expandQpidAddress(t: any, role: 'sender' | 'receiver'): any {
   if (typeof address !== 'string' || !QPID_OPTIONS.test(address)) return t;
   let derived: Record<string, unknown> | undefined;
   try {
-    const opts = addressToLinkOptions(parseAddress(address), role);
+    const parsed = parseAddress(address);
+    if (role === 'sender' && parsed.subject !== undefined) {
+      // qpid::messaging puts a sender's subject on each message it sends; the broker cannot
+      // (it keeps messages as they came), and dropping it would lose what receivers filter on.
+      throw new TidemarkError(Conditions.invalidField, `address ${JSON.stringify(address)}: a subject in a sender's address (/${parsed.subject}) is set on each message by clients that read Qpid addresses (spout does); from this client set the message's subject and attach to ${JSON.stringify(address.replace('/' + parsed.subject, ''))}`);
+    }
+    const opts = addressToLinkOptions(parsed, role);
     derived = role === 'sender' ? opts.target : opts.source;
   } catch (e) {
     if (!(e instanceof AddressSyntaxError)) throw e;
@@ -30,6 +37,9 @@ export function expandQpidAddress(t: any, role: 'sender' | 'receiver'): any {
   const out: any = {};
   for (const k in t) if (k !== 'value' && typeof t[k] !== 'function') out[k] = t[k];
   out.address = undefined;
+  // The reply names the address as the client gave it: Proton's blocking client closes a link
+  // whose reply address differs from the one it asked for ("target does not match").
+  out.qpidAddress = address;
   for (const [k, v] of Object.entries(derived ?? {})) {
     if (k === 'filter') {
       const f: Record<string, unknown> = {};

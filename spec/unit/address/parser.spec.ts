@@ -133,6 +133,7 @@ describe('address: parseAddress', () => {
       ['missing closing bracket', 'q; {a: [1, 2}', 12, /Unmatched '\[' \(opened at position 7\)/],
       ['missing colon', 'q; {a 1}', 6, /Expected ':' after key 'a'/],
       ['missing value', 'q; {a: }', 7, /Expected a value, found '\}'/],
+      ['maps and lists nested 65 deep (the limit is 64)', `q; {a: ${'['.repeat(64)}${']'.repeat(64)}}`, 3 + 4 + 63, /Nested too deeply \(more than 64 levels/],
       ['missing value at end', 'q; {a:', 6, /Expected a value but the text ended/],
       ['reserved char as value', 'q; {a: ]}', 7, /Expected a value, found '\]'/],
       ['no map after ;', 'q; a', 3, /Expected '\{' after ';'/],
@@ -151,6 +152,13 @@ describe('address: parseAddress', () => {
         expect(e.name).to.equal('AddressSyntaxError');
       });
     }
+  });
+});
+
+describe('address: nesting', () => {
+  it('64 levels parse; 5000 are refused with AddressSyntaxError, not a stack overflow', () => {
+    expect(parseAddress(`q; {a: ${'['.repeat(63)}${']'.repeat(63)}}`).options).to.have.property('a');
+    expect(() => parseAddress(`q; {a: ${'{b: '.repeat(5000)}1${'}'.repeat(5000)}}`)).to.throw(AddressSyntaxError, /Nested too deeply/);
   });
 });
 
