@@ -2,6 +2,7 @@
  * `tidemark`: starts the broker (tools.md). Prints the listening URL once it accepts
  * connections; SIGINT/SIGTERM stop it cleanly (exit 0).
  */
+import { readFileSync } from 'node:fs';
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { startBroker } from '../index.js';
@@ -12,7 +13,7 @@ const argv = await yargs(hideBin(process.argv))
   .usage('$0 [options]\n\nStarts the Tidemark AMQP 1.0 broker on its embedded LevelDB.')
   .option('config', { type: 'string', describe: 'configuration file (JSON), merged over conf/broker.json' })
   .option('data', { type: 'string', describe: 'data directory (default ./data)' })
-  .option('port', { type: 'number', describe: 'AMQP port (0 = any free port, and then any free HTTP port too unless --http-port or --config says; default 5672)' })
+  .option('port', { type: 'number', describe: 'AMQP port (0 = any free port, and then any free HTTP port too unless --http-port or the --config file sets one; default 5672)' })
   .option('host', { type: 'string', describe: 'bind address (default 127.0.0.1)' })
   .option('log-level', { type: 'string', choices: ['silent', 'error', 'warn', 'info', 'debug'], describe: 'log level' })
   .option('http-port', { type: 'number', describe: 'HTTP port for metrics and console (0 = any free port)' })
@@ -35,13 +36,28 @@ function withoutCamelEchoes(msg: string): string {
   return `Unknown argument${kept.length > 1 ? 's' : ''}: ${kept.join(', ')}`;
 }
 
+// yargs reads `--port abc` as NaN, which the config check then reported as `listen.port … got null`.
+for (const flag of ['port', 'http-port'] as const) {
+  const v = argv[flag];
+  if (v !== undefined && !(Number.isInteger(v) && v >= 0 && v <= 65535)) {
+    const raw = process.argv.slice(2).find((a, i, all) => a.startsWith(`--${flag}=`) || all[i - 1] === `--${flag}`);
+    process.stderr.write(`Error: --${flag} expects a port number from 0 to 65535 (0 = any free port), got ${JSON.stringify(raw?.replace(`--${flag}=`, '') ?? String(v))}\nRun tidemark --help for the options.\n`);
+    process.exit(1);
+  }
+}
+
+/** Whether the configuration file given names an HTTP port (unreadable: let startBroker report it). */
+function configSetsHttpPort(file: string): boolean {
+  try { return JSON.parse(readFileSync(file, 'utf8'))?.http?.port !== undefined; } catch { return true; }
+}
+
 const overrides: Record<string, any> = {};
 if (argv.data !== undefined) overrides.dataDir = argv.data;
 if (argv.port !== undefined || argv.host !== undefined) overrides.listen = { ...(argv.port !== undefined ? { port: argv.port } : {}), ...(argv.host !== undefined ? { host: argv.host } : {}) };
 if (argv['log-level'] !== undefined) overrides.logLevel = argv['log-level'];
 // `--port 0` is for running several brokers side by side: the HTTP listener must not then
 // fight over its fixed default port.
-if (argv.port === 0 && argv['http-port'] === undefined && argv.config === undefined) argv['http-port'] = 0;
+if (argv.port === 0 && argv['http-port'] === undefined && (argv.config === undefined || !configSetsHttpPort(argv.config))) argv['http-port'] = 0;
 if (argv['http-port'] !== undefined || argv.http !== undefined) overrides.http = { ...(argv['http-port'] !== undefined ? { port: argv['http-port'] } : {}), ...(argv.http !== undefined ? { enabled: argv.http } : {}) };
 
 // A reader of our output that went away (the parent that started us died, `| head`) must not

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import path from 'node:path';
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { spawnBroker, startTestBroker, tempDir } from '../support/broker.js';
 import { send, receive, connect, openReceiver, openSender, collect } from '../support/client.js';
 
@@ -67,7 +67,10 @@ describe('the broker process', function () {
     const brokers: Array<Awaited<ReturnType<typeof spawnBroker>>> = [];
     try {
       // (spawnBroker passes --no-http first; --http turns it back on)
-      for (const d of ['a', 'b']) brokers.push(await spawnBroker(['--http', '--port', '0', '--data', path.join(dir, d)]));
+      // with a --config file that sets no HTTP port: still a free one (both took the default,
+      // 8672, and the second failed to start)
+      writeFileSync(path.join(dir, 'quiet.json'), JSON.stringify({ logLevel: 'warn' }));
+      for (const d of ['a', 'b']) brokers.push(await spawnBroker(['--http', '--port', '0', '--data', path.join(dir, d), '--config', path.join(dir, 'quiet.json')]));
       for (const b of brokers) {
         for (let i = 0; i < 40 && !/console on/.test(b.output()); i++) await new Promise((r) => setTimeout(r, 50)); // the line after the AMQP one
         expect(b.output()).to.match(/metrics and console on http:\/\/127\.0\.0\.1:\d+/);
@@ -102,8 +105,9 @@ describe('the broker process', function () {
     try {
       for (const [args, want] of [
         [['--bogus-flag'], /^Error: Unknown argument: bogus-flag\n/],
-        [['--port', '70000'], /^Error: config\.listen\.port: expected a port, an integer from 0 to 65535/],
-        [['--http', '--http-port', '-3'], /^Error: config\.http\.port: expected a port/],
+        [['--port', '70000'], /^Error: --port expects a port number from 0 to 65535 \(0 = any free port\), got "70000"\n/],
+        [['--port', 'abc'], /^Error: --port expects a port number from 0 to 65535 \(0 = any free port\), got "abc"\n/],
+        [['--http', '--http-port=-3'], /^Error: --http-port expects a port number from 0 to 65535 \(0 = any free port\), got "-3"\n/],
       ] as const) {
         let err: Error | undefined;
         try { await spawnBroker([...args, '--data', path.join(dir, 'd')], { timeoutMs: 10000 }); } catch (e) { err = e as Error; }

@@ -8,6 +8,8 @@ import { mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync } fro
 import { tmpdir, hostname } from 'node:os';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
+import http from 'node:http';
+import net from 'node:net';
 import { useBroker, startTestBroker } from '../support/broker.js';
 import { runTool, startTool, lines, jsonLines } from '../support/tools.js';
 import { r, send, sleep } from '../support/client.js';
@@ -139,6 +141,15 @@ describe('tools: drain against a broker', function () {
     const tls = await drain('-t', '0', '--connection-options', '{transport: ssl}', 'dr.cpdir');
     expect(tls.code).to.equal(1);
     expect(tls.stderr).to.match(/^Error: cannot connect to amqp:\/\/127\.0\.0\.1:\d+: the TLS handshake failed \(wrong version number\): is this a TLS port\? \(amqps:\/\/ and transport ssl need one\)\n$/);
+    // an HTTP port (the metrics and console's, here a plain one): said so, not rhea's hex
+    const web = http.createServer((_, res) => res.end('hello'));
+    await new Promise<void>((r) => web.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = (web.address() as net.AddressInfo).port;
+      const viaHttp = await runTool('drain', ['-b', `amqp://127.0.0.1:${port}`, '-t', '0', 'q'], T);
+      expect(viaHttp.code).to.equal(1);
+      expect(viaHttp.stderr).to.equal(`Error: cannot connect to amqp://127.0.0.1:${port}: it does not speak AMQP (it answered "HTTP"): an HTTP port, such as the broker's metrics and console; its AMQP port is the one printed as "Tidemark listening on amqp://…" (5672 by default)\n`);
+    } finally { web.close(); }
     // nothing was consumed
     const rest = await drain('-t', '0', 'dr.cpdir');
     expect(rest.stdout).to.equal('kept\n');

@@ -145,5 +145,12 @@ describe('tools: spout', function () {
     const unknown = await spout('q', '--bogus');
     expect(unknown.code).to.equal(1);
     expect(unknown.stderr).to.match(/^Error: Unknown argument: bogus/);
+    // a dashed flag is named once (yargs added its camelCase form)
+    const dashed = await spout('q', '--content-typo', 'x');
+    expect(dashed.code).to.equal(1);
+    expect(dashed.stderr).to.equal('Error: Unknown argument: content-typo\n');
+    const config = await runTool('tidemark-config', ['add', 'queue', 'x', '--max-count', '5', '-b', 'amqp://127.0.0.1:1'], T);
+    expect(config.code).to.equal(1);
+    expect(config.stderr).to.equal('Error: Unknown argument: max-count\n');
   });
 });

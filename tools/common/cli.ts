@@ -27,6 +27,13 @@ export function usageError(msg: string | undefined, err: Error | undefined, y: a
       return new ToolError(`Unknown argument${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')} (an unknown flag takes the word after it as its value: was that the address?)`);
     }
   }
+  const unknownList = msg ? /^Unknown arguments?: (.*)$/s.exec(msg) : null;
+  if (unknownList) {
+    // yargs names `--max-count` twice, as itself and as `maxCount`: keep what the user typed.
+    const names = unknownList[1].split(', ');
+    const kept = names.filter((n) => !names.some((o) => o !== n && o.includes('-') && o.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) === n));
+    return new ToolError(`Unknown argument${kept.length > 1 ? 's' : ''}: ${kept.join(', ')}`);
+  }
   return new ToolError(msg ?? 'bad arguments');
 }
 
@@ -49,7 +56,7 @@ export const commonOptions = {
   },
   'connection-options': {
     type: 'string',
-    describe: "Qpid map: {username, password, sasl_mechanisms, container_id, idle_timeout}",
+    describe: "Qpid map: {username, password, sasl_mechanisms, container_id, idle_timeout (or heartbeat), transport: tcp|ssl, protocol: amqp1.0}",
     requiresArg: true,
     coerce: once('--connection-options'),
   },

@@ -224,6 +224,14 @@ export function connectFailure(plan: ConnectPlan, e: { condition?: unknown; desc
   // which step failed; the user needs to know the port did not answer in TLS.
   const ssl = /SSL routines:[^:]*:([^:]+)/.exec(desc);
   if (ssl) return `cannot connect to ${where}: the TLS handshake failed (${ssl[1]}): is this a TLS port? (amqps:// and transport ssl need one)`;
+  // rhea shows the first bytes of a header that is not AMQP in hex: "HTTP" is 48545450, what
+  // the broker's metrics and console port answers.
+  const header = /Invalid protocol header for AMQP:? ?([0-9a-f]+)/i.exec(desc);
+  if (header) {
+    const text = Buffer.from(header[1].slice(0, 16), 'hex').toString('latin1');
+    const http = text.startsWith('HTTP');
+    return `cannot connect to ${where}: it does not speak AMQP (it answered ${JSON.stringify(text.replace(/[^\x20-\x7e]/g, '.'))})${http ? `: an HTTP port, such as the broker's metrics and console; its AMQP port is the one printed as "Tidemark listening on amqp://…" (5672 by default)` : ''}`;
+  }
   return `cannot connect to ${where}: ${desc || cond || 'disconnected'}`;
 }
 

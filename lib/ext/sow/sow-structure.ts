@@ -218,7 +218,11 @@ export class SowStructure implements QueueStructure {
       if (!j.ok) throw new TidemarkError(Conditions.decodeError, `queue ${q.name}: cannot read the SOW key (sow.key=${this.settings.key.text}): ${j.reason}`);
       json = j.value;
       const k = extractKey(this.settings.key, json, m.application_properties);
-      if ('missing' in k) throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: message has no SOW key at ${k.missing} (sow.key=${this.settings.key.text})`);
+      if ('missing' in k) {
+        // A path without '/' names an application property: an easy slip for a body field.
+        const hint = k.missing.startsWith('/') ? '' : `; ${k.missing} names an application property, a JSON body field is /${k.missing}`;
+        throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: message has no SOW key at ${k.missing} (sow.key=${this.settings.key.text}${hint})`);
+      }
       if ('malformed' in k) {
         throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: the SOW key at ${k.malformed} (sow.key=${this.settings.key.text}), ${showKey(k.value)}, is not well-formed Unicode (it holds a lone surrogate, which cannot be stored apart from U+FFFD)`);
       }

@@ -132,6 +132,15 @@ describe('SOW keys and x-opt-tm-key (items 4, 6)', () => {
     expect(e.message).to.include('queue kq').and.include('/id').and.include('well-formed');
   });
 
+  it('a missing key named without a leading / says it names an application property, and the body field\'s path', () => {
+    const byProperty = new SowStructure(fakeQueue(), { key: parseKeySpec('id'), historyGranularity: 0 });
+    const e = thrown(() => byProperty.prepare(inbound({ body: '{"id":"a"}' }), 1, undefined));
+    expect(e.condition).to.equal('amqp:invalid-field');
+    expect(e.message).to.include('no SOW key at id').and.include('id names an application property, a JSON body field is /id');
+    const e2 = thrown(() => structure().prepare(inbound({ body: '{"name":"a"}' }), 1, undefined));
+    expect(e2.message).to.include('no SOW key at /id').and.not.include('application property');
+  });
+
   it('x-opt-tm-key on a delete: a string or a number; a list, map, binary, boolean, empty or lone surrogate is refused', () => {
     const del = (key: unknown) => inbound({ message_annotations: { 'x-opt-tm-op': 'delete', 'x-opt-tm-key': key }, body: null });
     for (const [key, why] of [[[1, 2], 'got a list'], [{ a: 1 }, 'got a map'], [Buffer.from('k'), 'got binary'], [true, 'got a boolean'], ['', 'is empty'], ['\ud800', 'well-formed'], [NaN, 'got a number (NaN)']] as const) {
