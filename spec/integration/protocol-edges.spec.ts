@@ -121,6 +121,16 @@ async function rawSender(tb: TestBroker, address: string, opened: RawClient[], n
   return c;
 }
 
+/** A raw connection with a receiver link on `address` (handle 0), attached, given `credit` from delivery-count 0. */
+async function rawReceiver(tb: TestBroker, address: string, opened: RawClient[], name: string, credit: number): Promise<RawClient> {
+  const c = await RawClient.connect(tb.port); opened.push(c);
+  await c.handshake();
+  c.write(receiverAttach(name, address));
+  await expectFrame(c, 'attach');
+  c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(credit), deliveryCount: t.uint(0), nextIncomingId: t.uint(0) }));
+  return c;
+}
+
 // ---- the cases -------------------------------------------------------------------------------
 
 describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function () {
@@ -158,11 +168,7 @@ describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function
     it('role=receiver first=0 last=0xffffffff settles the outstanding deliveries and the broker keeps serving', async function () {
       const tb = b.get();
       await publish(tb.url, 'edges.disp', ['a', 'b', 'c']);
-      const c = await RawClient.connect(tb.port); opened.push(c);
-      await c.handshake();
-      c.write(receiverAttach('disp', 'edges.disp'));
-      await expectFrame(c, 'attach');
-      c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(10), deliveryCount: t.uint(0), nextIncomingId: t.uint(0) }));
+      const c = await rawReceiver(tb, 'edges.disp', opened, 'disp', 10);
       expect(await c.waitFor((x) => count(x, 'transfer') >= 3, 3000), 'the 3 messages').to.equal(true);
       c.write(disposition(true, 0, 0xffffffff));
       // rhea looped 2^32 times: the event loop was blocked 12-35 s.
@@ -426,11 +432,7 @@ describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function
     it('a release that arrives with the credit for the next message (Proton writes the flow first) is redelivered first', async function () {
       const tb = b.get();
       await publish(tb.url, 'edges.fifo', ['m0', 'm1']);
-      const c = await RawClient.connect(tb.port); opened.push(c);
-      await c.handshake();
-      c.write(receiverAttach('fifo', 'edges.fifo'));
-      await expectFrame(c, 'attach');
-      c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(1), deliveryCount: t.uint(0), nextIncomingId: t.uint(0) }));
+      const c = await rawReceiver(tb, 'edges.fifo', opened, 'fifo', 1);
       expect(await c.waitFor((x) => count(x, 'transfer') >= 1, 3000)).to.equal(true);
       const released = F.amqp(Code.disposition, [t.bool(true), t.uint(0), t.uint(0), t.bool(true), t.described(0x26, [])]);
       c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(1), deliveryCount: t.uint(1), nextIncomingId: t.uint(1) }), released);
@@ -446,11 +448,7 @@ describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function
     it('on a link where the broker sends: its delivery-count and the credit left, drain not set', async function () {
       const tb = b.get();
       await publish(tb.url, 'edges.echo', ['e0', 'e1', 'e2']);
-      const c = await RawClient.connect(tb.port); opened.push(c);
-      await c.handshake();
-      c.write(receiverAttach('echo-r', 'edges.echo'));
-      await expectFrame(c, 'attach');
-      c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(2), deliveryCount: t.uint(0), nextIncomingId: t.uint(0) }));
+      const c = await rawReceiver(tb, 'edges.echo', opened, 'echo-r', 2);
       expect(await c.waitFor((x) => count(x, 'transfer') >= 2, 3000)).to.equal(true);
       await sleep(200);
       expect(flows(c).filter((f) => f.fields[4] === 0), 'no link flow before the echo').to.deep.equal([]);
@@ -497,11 +495,7 @@ describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function
           const s = await openSender(pc, kind === 'sow' ? { address: q, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } } : { address: q });
           const msg = (i: number) => ({ body: JSON.stringify({ id: `k${i}` }), content_type: 'application/json' });
           await sendAll(s, [msg(0)]);
-          const c = await RawClient.connect(tb.port); opened.push(c);
-          await c.handshake();
-          c.write(receiverAttach('d0', q));
-          await expectFrame(c, 'attach');
-          c.write(F.flow({ handle: t.uint(0), linkCredit: t.uint(2), deliveryCount: t.uint(0), nextIncomingId: t.uint(0) }));
+          const c = await rawReceiver(tb, q, opened, 'd0', 2);
           await sleep(100);
           await sendAll(s, [msg(1), msg(2), msg(3)]);
           expect(await c.waitFor((x) => count(x, 'transfer') >= 2, 3000), `got ${JSON.stringify(names(c))}`).to.equal(true);
