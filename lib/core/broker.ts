@@ -153,6 +153,8 @@ export class Broker implements BrokerContext, ProtocolBackend {
 
   // ---- ProtocolBackend -----------------------------------------------------------------
 
+  hasNode(name: string): boolean { return this.nodes.get(name) !== undefined; }
+
   resolveNode(address: string, opts: { createOnDemand: boolean; properties: Record<string, unknown>; role: 'sender' | 'receiver'; user: string }): Queue {
     const existing = this.nodes.get(address);
     // Authorization (ACL, docs/security.md), before anything is created: a client sender
@@ -192,7 +194,12 @@ export class Broker implements BrokerContext, ProtocolBackend {
    */
   authorizeConsumer(queue: Queue, req: ConsumerRequest): void {
     if (req.mode === 'move' && this.extensions.all.some((e) => e.browsesQueue?.(queue, req))) req.mode = 'copy';
-    if (queue.def.temporary) return;
+    if (queue.def.temporary) {
+      // A temporary queue is read by its creator's links only: the ACL does not name it, and
+      // a user allowed only to browse took a reply queue's messages from another user's (audit).
+      if (queue.def.owner === undefined || queue.def.owner === req.user) return;
+      throw new TidemarkError(Conditions.unauthorized, `user ${req.user} may not read temporary queue ${queue.name}: it belongs to a link of user ${queue.def.owner} (others may only send to it)`);
+    }
     if (req.mode === 'move' && !this.#can(req.user, 'consume', queue.name)) {
       this.#require(req.user, 'browse', queue.name);
       req.mode = 'copy';

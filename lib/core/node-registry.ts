@@ -10,6 +10,9 @@ import { metaKey, counterKey, CoreTables, queuePrefix, prefixEnd } from './stora
 import { logger } from './log.js';
 import type { BatchOp } from './storage/store.js';
 
+/** `;` then `{`: a Qpid address with options (lib/core/protocol/terminus.ts reads them). */
+const QPID_OPTIONS_IN_NAME = /;\s*\{/;
+
 const log = logger('nodes');
 
 /** Node properties that are not queue arguments (wire.md 2.1). */
@@ -97,6 +100,12 @@ export class NodeRegistry {
         }
       }
       return { queue: existing, created: false };
+    }
+    // `name; {…}` is how clients write a Qpid address with options, and the broker reads such
+    // an attach address as one (docs/addresses.md 2.5): a queue with that name could be
+    // reached by name only where nothing reads addresses (the console read its options).
+    if (QPID_OPTIONS_IN_NAME.test(name)) {
+      throw new TidemarkError(Conditions.invalidField, `queue name ${JSON.stringify(name)} holds ';' followed by '{', the form of a Qpid address with options, which clients and the broker read as options: choose a name without it`);
     }
     const def: QueueDefinition = {
       name, id: this.#nextId++, durable: opts.durable ?? true, arguments: args, created: this.#ctx.clock.now(), temporary: opts.temporary,

@@ -9,7 +9,7 @@ import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { connect, openSender, sendAll, openReceiver, collect, isNullTerminus, type Conn } from '../support/client.js';
 
 const ALL = ['create', 'publish', 'consume', 'browse', 'manage'];
-const users = Object.fromEntries(['admin', 'writer', 'reader', 'consumer', 'opsy', 'eve'].map((u) => [u, { password: `${u}-pw` }]));
+const users = Object.fromEntries(['admin', 'writer', 'reader', 'consumer', 'opsy', 'eve', 'peek'].map((u) => [u, { password: `${u}-pw` }]));
 const acl = {
   default: 'deny',
   groups: { ops: ['opsy'] },
@@ -22,6 +22,7 @@ const acl = {
     // first match decides: eve is denied on public.secret even though the next rule allows everyone
     { user: 'eve', queue: 'public.secret', allow: [] },
     { user: '*', queue: 'public.*', allow: ['create', 'publish', 'consume'] },
+    { user: 'peek', queue: '*', allow: ['browse', 'publish'] },
   ],
 };
 
@@ -92,6 +93,21 @@ describe('ACL (per-user queue rights)', function () {
     const rcv = await openReceiver(c, { address: 'orders.events', distribution_mode: 'copy' });
     expect((await collect(rcv, { count: 3 })).length).to.equal(3);
     expect((await refusal(openSender(c, { address: 'orders.events' }))).condition).to.equal('amqp:unauthorized-access');
+  });
+
+  it('a temporary queue is read only by its creator\'s links; others (browse on "*") are refused, and may send to it', async function () {
+    const owner = await as('admin');
+    const mine = await openReceiver(owner, { dynamic: true });
+    const tmp = String(mine.remote.attach.source.address);
+    expect(tmp).to.match(/^tmp\./);
+    const s = await openSender(owner, { address: tmp });
+    expect((await sendAll(s, [{ body: 'r1' }, { body: 'r2' }])).map((o) => o.state)).to.deep.equal(['accepted', 'accepted']);
+    const peek = await as('peek');
+    const denied = await refusal(openReceiver(peek, { address: tmp }));
+    expect(denied).to.deep.equal({ condition: 'amqp:unauthorized-access', nullTerminus: true });
+    const ps = await openSender(peek, { address: tmp });
+    expect((await sendAll(ps, [{ body: 'reply' }]))[0].state).to.equal('accepted');
+    expect((await collect(mine, { count: 3 })).map((m) => m.message.body)).to.deep.equal(['r1', 'r2', 'reply']);
   });
 
   it('"*" rules, and the first matching rule decides (no fall-through)', async function () {

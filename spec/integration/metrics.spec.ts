@@ -118,6 +118,33 @@ describe('metrics, health and the HTTP API (issue 10)', function () {
     expect(await page.text()).to.contain('<script type="module" src="/app.js">');
   });
 
+  it('every response says nosniff; live event streams are capped (each holds a link of the console\'s session), and the SOW view still answers', async function () {
+    for (const p of ['/api/queues', '/api/queues/nope', '/metrics', '/healthz']) {
+      expect((await fetch(http + p)).headers.get('x-content-type-options'), p).to.equal('nosniff');
+    }
+    const streams: AbortController[] = [];
+    try {
+      const open = async () => {
+        const ac = new AbortController(); streams.push(ac);
+        const r = await fetch(http + '/api/queues/m.prices/events', { signal: ac.signal });
+        if (r.status === 200) {
+          // wait for the `ready` event: the stream's link is attached
+          const reader = r.body!.getReader(); let text = '';
+          while (!text.includes('event: ready')) { const { value, done } = await reader.read(); if (done) break; text += Buffer.from(value!).toString(); }
+        }
+        return r;
+      };
+      const first = await Promise.all(Array.from({ length: 100 }, open));
+      expect(first.map((r) => r.status).filter((st) => st !== 200), 'the first 100 are served').to.deep.equal([]);
+      expect(first[0].headers.get('x-content-type-options')).to.equal('nosniff');
+      const over = await open();
+      expect(over.status).to.equal(503);
+      expect((await over.json()).error).to.equal('too-many-streams');
+      const sow = await fetch(http + '/api/queues/m.prices/sow');
+      expect(sow.status).to.equal(200);
+    } finally { for (const ac of streams) ac.abort(); }
+  });
+
   it('serves only Hosts that are IP literals or localhost (DNS rebinding): another name gets 403 naming http.allowedHosts', async function () {
     const port = Number(new URL(http).port);
     const get = (host: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {

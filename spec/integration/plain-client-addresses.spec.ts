@@ -8,6 +8,7 @@ import { expect } from 'chai';
 import { useBroker } from '../support/broker.js';
 import { connect, openSender, openReceiver, sendAll, collect, send, receive, type Conn } from '../support/client.js';
 import { protonAvailable, runProton } from '../support/proton.js';
+import { expandQpidAddress } from '../../lib/core/protocol/terminus.js';
 
 const json = (o: unknown) => ({ body: JSON.stringify(o), content_type: 'application/json' });
 const bodies = (got: Array<{ message: any }>) => got.map((m) => m.message.body);
@@ -73,6 +74,19 @@ describe('Qpid address strings sent by a plain AMQP client', function () {
     expect(r.code, r.stderr).to.equal(0);
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
     expect(out).to.deep.equal({ sent: 2, received: ['{"id":"a","v":2}'] });
+  });
+
+  it('no queue is made with a name holding "; {" (the anonymous relay\'s `to` is a name: refused), and an existing queue of that very name is attached by name', async function () {
+    const s = await openSender(c, {});
+    const [o] = await sendAll(s, [{ to: 'pc.lit; {link: {selector: "1=1"}}', body: 'x' }]);
+    expect(o.state).to.equal('rejected');
+    expect(o.condition).to.equal('amqp:invalid-field');
+    expect(o.description).to.include("holds ';' followed by '{'");
+    expect(b.get().broker.nodes.get('pc.lit; {link: {selector: "1=1"}}')).to.equal(undefined);
+    // a terminus naming an existing queue is left as it is (the console attaches by name)
+    const t = { address: 'old; {mode: browse}' };
+    expect(expandQpidAddress(t, 'receiver', (n) => n === 'old; {mode: browse}')).to.equal(t);
+    expect(expandQpidAddress(t, 'receiver', () => false).address).to.equal('old');
   });
 
   it('an address without options is the queue\'s name as before, semicolon or not', async function () {

@@ -80,6 +80,8 @@ export interface ProtocolBackend {
   openConsumer(queue: Queue, req: ConsumerRequest, sink: RheaSink): Consumer;
   /** Stores a message; `done` runs when durable or refused. */
   publish(queue: Queue, msg: InboundMessage, done: (err?: TidemarkError) => void): void;
+  /** Whether a queue of exactly this name exists (a name holding `; {` is then not read as a Qpid address). */
+  hasNode(name: string): boolean;
   /** Addresses served by extensions ($management): returns a handler or undefined. */
   serviceAddress(address: string): ((msg: InboundMessage, user: string, done: (err?: TidemarkError) => void) => void) | undefined;
   /** PLAIN check (may be async: scrypt off the event loop). */
@@ -664,7 +666,7 @@ export class AmqpServer {
     }
     try {
       this.#checkLinkLimit(receiver);
-      target = expandQpidAddress(target, 'sender');
+      target = expandQpidAddress(target, 'sender', (n) => this.#backend.hasNode(n));
       const address: string | undefined = target.address ?? undefined;
       if (target.dynamic) {
         const q = this.#backend.createDynamicNode(nodeProperties(target), this.#user(ctx), (fn) => st.onClose.push(fn));
@@ -773,7 +775,7 @@ export class AmqpServer {
     try {
       this.#checkLinkLimit(sender);
       if (!source) throw new TidemarkError(Conditions.invalidField, 'attach has no source');
-      source = expandQpidAddress(source, 'receiver');
+      source = expandQpidAddress(source, 'receiver', (n) => this.#backend.hasNode(n));
       let address: string | undefined = source.address ?? undefined;
       if (source.dynamic) {
         q = this.#backend.createDynamicNode(nodeProperties(source), this.#user(ctx), (fn) => st.onClose.push(fn));

@@ -15,9 +15,12 @@ const QPID_OPTIONS = /;\s*\{/;
  * client got a queue named after the whole string, without its arguments. `role` is the
  * client's: 'sender' reads a target, 'receiver' a source. Any other terminus is returned as is.
  */
-export function expandQpidAddress(t: any, role: 'sender' | 'receiver'): any {
+export function expandQpidAddress(t: any, role: 'sender' | 'receiver', isQueueName: (name: string) => boolean = () => false): any {
   const address = t?.address;
   if (typeof address !== 'string' || !QPID_OPTIONS.test(address)) return t;
+  // A queue that has this very name (made before the broker read such addresses; new ones
+  // are refused, node-registry.ts) is that queue: the console and tools attach by name.
+  if (isQueueName(address)) return t;
   let derived: Record<string, unknown> | undefined;
   try {
     const parsed = parseAddress(address);

@@ -40,6 +40,9 @@ function apiJson(v: unknown): string {
   return jsonText(v, jsonReplacer);
 }
 
+/** Live event streams (`/events`) open at once; each holds a link of the console's session. */
+export const MAX_EVENT_STREAMS = 100;
+
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = apiJson(body);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
@@ -164,6 +167,12 @@ export class Api {
   }
 
   async #events(req: IncomingMessage, res: ServerResponse, q: Queue): Promise<void> {
+    // Each stream is a link on the console's one AMQP session: unbounded, a local process
+    // opening a thousand took every link the session may have, and every sow view failed.
+    if (this.#streams.size >= MAX_EVENT_STREAMS) {
+      sendJson(res, 503, { error: 'too-many-streams', message: `${MAX_EVENT_STREAMS} live event streams are open (the most the console serves at once): close one and retry` });
+      return;
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     res.write('retry: 3000\n\n');
     this.#streams.add(res);

@@ -36,6 +36,9 @@ export function httpExtension(): Extension {
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const b = broker!;
+    // Every response carries data others sent (names, bodies, errors that echo a path): the
+    // browser must take each as its declared type, never sniff it into HTML.
+    res.setHeader('x-content-type-options', 'nosniff');
     if (!hostAllowed(req.headers.host, b.config.http.allowedHosts)) {
       throw new HttpError(403, 'host-not-allowed', `Host ${JSON.stringify(req.headers.host ?? '')} is not served: use an IP address or localhost, or list the name in the config's http.allowedHosts (a guard against DNS rebinding)`);
     }
