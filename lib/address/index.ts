@@ -2,7 +2,7 @@
  * Qpid address strings and queue argument values: pure functions, no I/O.
  * See docs/addresses.md for the grammar and the attach each address produces.
  */
-export { AddressSyntaxError, parseAddress, parseQpidMap } from './parser.js';
+export { AddressSyntaxError, parseAddress, parseQpidMap, QPID_OPTIONS } from './parser.js';
 export type { ParsedAddress, QpidValue } from './parser.js';
 export {
   addressToLinkOptions,

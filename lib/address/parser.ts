@@ -45,6 +45,8 @@ export class AddressSyntaxError extends Error {
 /** Characters that end a bare word inside a map or list (Qpid's set minus '/', see above). */
 const RESERVED = '\'"{}[],:';
 const WHITESPACE = ' \t\n\v\f\r';
+/** `name; {…}`: an address carrying Qpid options (the broker reads such attach addresses too). */
+export const QPID_OPTIONS = /;\s*\{/;
 /** Levels of maps and lists an address may nest (addresses nest 3 or 4 deep; AMQP values allow 256). */
 export const MAX_DEPTH = 64;
 

@@ -3,15 +3,13 @@
  * argument normalisation through the extensions that claim them, persistence of the
  * definitions, recovery at start, and deletion.
  */
+import { QPID_OPTIONS } from '../address/index.js';
 import { Queue, type EngineContext, type QueueDefinition } from './queue/queue.js';
 import { ListStructure } from './queue/list-structure.js';
 import { TidemarkError, Conditions } from './errors.js';
 import { metaKey, counterKey, CoreTables, queuePrefix, prefixEnd } from './storage/keyspace.js';
 import { logger } from './log.js';
 import type { BatchOp } from './storage/store.js';
-
-/** `;` then `{`: a Qpid address with options (lib/core/protocol/terminus.ts reads them). */
-const QPID_OPTIONS_IN_NAME = /;\s*\{/;
 
 const log = logger('nodes');
 
@@ -104,7 +102,7 @@ export class NodeRegistry {
     // `name; {…}` is how clients write a Qpid address with options, and the broker reads such
     // an attach address as one (docs/addresses.md 2.5): a queue with that name could be
     // reached by name only where nothing reads addresses (the console read its options).
-    if (QPID_OPTIONS_IN_NAME.test(name)) {
+    if (QPID_OPTIONS.test(name)) {
       throw new TidemarkError(Conditions.invalidField, `queue name ${JSON.stringify(name)} holds ';' followed by '{', the form of a Qpid address with options, which clients and the broker read as options: choose a name without it`);
     }
     const def: QueueDefinition = {

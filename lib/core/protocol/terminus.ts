@@ -1,10 +1,7 @@
 /** Reading what a peer put in a source/target terminus (wire.md 2.1, 4). */
 import rhea from 'rhea';
-import { AddressSyntaxError, addressToLinkOptions, parseAddress } from '../../address/index.js';
+import { AddressSyntaxError, addressToLinkOptions, parseAddress, QPID_OPTIONS } from '../../address/index.js';
 import { TidemarkError, Conditions } from '../errors.js';
-
-/** `name; {options}`: Qpid address options where a plain client put the whole string. */
-const QPID_OPTIONS = /;\s*\{/;
 
 /**
  * A terminus whose address is a whole Qpid address with options (`q; {create: always, ...}`),
