@@ -558,6 +558,10 @@ export class AmqpServer {
     c.on('sender_draining', (ctx: any) => this.#guard(ctx, () => {
       const st = this.#state(ctx.sender);
       if (st && !st.ready) { setImmediate(() => this.#guard(ctx, () => { if (this.#state(ctx.sender)) { st.sink?.drainRequested(); st.consumer?.onDrain(); } })); return; }
+      // A drain that finds no credit left (the peer's was used by transfers that crossed its
+      // flow) is complete as it arrives: answered with drain set, whatever the consumer has.
+      // (A SOW consumer waited for credit to judge the drain: the receiver waited for good.)
+      if (st?.consumer && st.sink && !(ctx.sender.credit > 0)) { st.sink.drainRequested(); st.sink.drained(); return; }
       if (st?.consumer) { st.sink?.drainRequested(); st.consumer.onDrain(); } else { ctx.sender.set_drained(true); ctx.connection._register?.(); }
     }));
     // transactions: an outcome held by a transaction is applied at its discharge, not here.

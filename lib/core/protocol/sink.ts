@@ -217,13 +217,7 @@ export class RheaSink implements DeliverySink {
    * waits for them rather than reporting none.
    */
   /** The peer asked to drain: what credit() says from now on tells whether messages wait. */
-  drainRequested(): void {
-    this.#inTransit = false;
-    this.#drainPending = true;
-    // No credit left (used by transfers that crossed the drain flow): complete as it arrives,
-    // whatever the consumer has (a SOW consumer judged its drain only with credit left).
-    if (!(this.#sender.credit > 0)) this.drained();
-  }
+  drainRequested(): void { this.#inTransit = false; this.#drainPending = true; }
   /** A drain asked for and not answered yet: answered once, by the consumer or by credit(). */
   #drainPending = false;
 
