@@ -42,6 +42,34 @@ function message(i: number, keyIndex: number, size: number, ts?: number): any {
   return m;
 }
 
+/**
+ * The header and properties sections rhea writes for `{durable: true, content_type:
+ * 'application/json'}` (its list32 forms), then where the data section starts.
+ */
+const ENCODED_PREFIX = Buffer.from('005370d0000000050000000141005373d00000001c00000007404040404040a3106170706c69636174696f6e2f6a736f6e005375', 'hex');
+
+/**
+ * `message(i, keyIndex, size)` as the bytes rhea's `message.encode` gives for it (checked
+ * byte for byte in spec/unit/tools/bench-encoded-message.spec.ts), written straight into one
+ * buffer. Sent with `sender.send(bytes, undefined, 0)`, the wire is the same; the client
+ * skips rhea's per-field wrapping and its garbage, which on a 2-core machine is CPU taken
+ * from whichever broker is being measured (docs/performance.md "Session 17").
+ */
+export function encodedMessage(i: number, keyIndex: number, size: number): Buffer {
+  const head = `{"id":"k${String(keyIndex).padStart(7, '0')}","seq":${i},"pad":"`;
+  const padLen = Math.min(PAD.length, Math.max(0, size - head.length - 2));
+  const bodyLen = head.length + padLen + 2;
+  const small = bodyLen <= 255;
+  const out = Buffer.allocUnsafe(ENCODED_PREFIX.length + (small ? 2 : 5) + bodyLen);
+  let at = ENCODED_PREFIX.copy(out, 0);
+  if (small) { out[at++] = 0xa0; out[at++] = bodyLen; } else { out[at++] = 0xb0; out.writeUInt32BE(bodyLen, at); at += 4; }
+  at += out.write(head, at, 'latin1');
+  out.fill(0x78, at, at + padLen); // 'x', as body() pads
+  at += padLen;
+  out[at++] = 0x22; out[at] = 0x7d; // '"}'
+  return out;
+}
+
 /** The target terminus of a sender: create-on-demand with SOW properties when we declare. */
 export function senderTarget(t: Target, queue: string): Record<string, unknown> {
   if (t.declare === 'none') return { address: queue };
@@ -81,7 +109,7 @@ export async function publish(t: Target, queue: string, load: Load, progress: Pr
         if (start === 0) start = performance.now();
         while (sent < load.count && sent - settled < load.window && s.sendable()) {
           const i = sent++;
-          s.send(message(i, (i + (opts.keyOffset ?? 0)) % load.keys, load.size));
+          s.send(encodedMessage(i, (i + (opts.keyOffset ?? 0)) % load.keys, load.size), undefined, 0);
         }
       };
       const outcome = (kind: 'a' | 'j' | 'r' | 'm') => () => {
@@ -257,7 +285,7 @@ function startLoad(s: any, ds: SowDataset, size: number, loadRate: number): { ti
   const t0 = performance.now();
   const timer = setInterval(() => {
     const due = Math.floor(((performance.now() - t0) / 1000) * loadRate);
-    while (published < due && s.sendable()) { const i = published++; s.send(message(ds.events + i, i % ds.keys, size)); }
+    while (published < due && s.sendable()) { const i = published++; s.send(encodedMessage(ds.events + i, i % ds.keys, size), undefined, 0); }
   }, 2);
   return { timer, published: () => published };
 }
