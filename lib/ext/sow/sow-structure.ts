@@ -10,12 +10,12 @@ import type { InboundMessage } from '../../core/queue/inbound.js';
 import type { BatchOp } from '../../core/storage/store.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
 import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
-import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn } from '../../core/storage/keyspace.js';
+import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn, scnBytes } from '../../core/storage/keyspace.js';
 import { encodeEvent, decodeEvent, eventTs, eventIsDelete, type EventMeta } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions, type Condition } from '../../core/errors.js';
 import { jsonBody, jsonText, MAX_JSON_DEPTH, rawSections, jsonObjectMembers, mapEntries, encodeAmqpValue, type RawSection } from '../../codec/json-body.js';
 import { encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
-import { sowKey, sowKeyOf, histKey, parseHistKey, sameHistKey, timeKey, TIME, HIST, SOW } from './tables.js';
+import { sowKey, sowKeyOf, histKey, parseHistKey, sameHistKey, timeKey, tombKey, tombKeyOf, tombFloorKey, encodeTombFloor, decodeTombFloor, TIME, HIST, SOW, TOMB } from './tables.js';
 import { extractKey, wellFormed, showKey, type KeySpec } from './sow-key.js';
 import { logger } from '../../core/log.js';
 import { amqpTypes } from '../../codec/amqp.js';
@@ -93,12 +93,22 @@ export class SowStructure implements QueueStructure {
   /**
    * Deleted keys and the SCN of their delete, for incremental bootstraps (semantics.md 8: a
    * consumer that fell off the log gets the records changed since its position and a
-   * tombstone for each key deleted since). In memory: complete for deletes at or after
-   * `tombstoneFloor`, which starts at the head when the queue is recovered (what was deleted
-   * before a restart is not known) and moves up as the oldest are dropped past TOMBSTONE_CAP.
-   * A key re-created leaves the map (its record then says what the consumer needs).
+   * tombstone for each key deleted since). Complete for deletes at or after
+   * `tombstoneFloor`, which moves up as the oldest are dropped past TOMBSTONE_CAP. A key
+   * re-created leaves the map (its record then says what the consumer needs).
+   * Stored too (the `tomb` table, a row per deleted key written in the delete's batch, and a
+   * floor row), so a restart keeps them; a queue stored before they were (no floor row)
+   * starts its floor at the head, as all queues once did at every start.
    */
   readonly #deleted = new Map<string, number>();
+  /**
+   * Keys whose tombstone row is written or in a batch on its way, and the SCN it holds: a
+   * re-created key's row is deleted in the same batch (set at prepare time, so a delete and a
+   * publish of one key in one batch leave no row).
+   */
+  readonly #tombRows = new Map<string, number>();
+  /** The floor row is stored or on its way: tombstone rows are trusted at recovery only with it. */
+  #floorStored = false;
   /** Deletes in SCN order, to drop the oldest (entries whose key was re-created or deleted again are skipped). */
   readonly #deletedOrder = new Fifo<{ key: string; scn: number }>();
   /** Deletes from this SCN on are all in #deleted. */
@@ -282,6 +292,22 @@ export class SowStructure implements QueueStructure {
     } else {
       ops.push({ type: 'put', key: sowKey(q.id, key), value: encodeEvent({ ts, op: 'publish', key, w: scn, ...(exp !== undefined ? { exp } : {}) }, bytes) });
     }
+    // The tombstone row moves with the event, atomically: a restart finds exactly the deletes
+    // committed since the floor.
+    let tombRowBefore: number | undefined;
+    if (op === 'delete') {
+      tombRowBefore = this.#tombRows.get(key);
+      ops.push({ type: 'put', key: tombKey(q.id, key), value: scnBytes(scn) });
+      this.#tombRows.set(key, scn);
+    } else if (this.#tombRows.size !== 0 && (tombRowBefore = this.#tombRows.get(key)) !== undefined) {
+      ops.push({ type: 'del', key: tombKey(q.id, key) });
+      this.#tombRows.delete(key);
+    }
+    const floorRow = !this.#floorStored;
+    if (floorRow) {
+      ops.push({ type: 'put', key: tombFloorKey(q.id), value: encodeTombFloor(this.tombstoneFloor, this.tombstonesSinceMs) });
+      this.#floorStored = true;
+    }
     // In-memory state moves now, so the next prepare in this batch sees it. (A failed batch
     // restores records, not tombstones: the key then keeps its tombstone whatever G says.)
     if (granular) { if (op === 'delete') this.#tombs.set(key, { scn, ts, lastKeptTs }); else if (tomb) this.#tombs.delete(key); }
@@ -322,6 +348,11 @@ export class SowStructure implements QueueStructure {
       failed: () => {
         this.#settle(key, pend, 'failed');
         if (indexed) this.#lastIndexedTs = -1; // its index row was not written: index the next event
+        // The rows as they were (a later re-create or drop of the key then writes what it must).
+        if (this.#tombRows.get(key) === (op === 'delete' ? scn : undefined)) {
+          if (tombRowBefore === undefined) this.#tombRows.delete(key); else this.#tombRows.set(key, tombRowBefore);
+        }
+        if (floorRow) this.#floorStored = false;
       },
     };
   }
@@ -329,11 +360,28 @@ export class SowStructure implements QueueStructure {
   #noteDeleted(key: string, scn: number): void {
     this.#deleted.set(key, scn);
     this.#deletedOrder.push({ key, scn });
+    this.#capTombstones();
+  }
+
+  /**
+   * Drops the oldest tombstones past TOMBSTONE_CAP and raises the floor above them; their
+   * rows go with the new floor row in one batch (a crash before it keeps the older floor and
+   * rows, which is as complete). A row holding a newer delete of the key is kept.
+   */
+  #capTombstones(extra: BatchOp[] = []): void {
+    const q = this.queue;
+    const ops = extra;
+    const floorBefore = this.tombstoneFloor;
     while (this.#deletedOrder.length > TOMBSTONE_CAP) {
       const old = this.#deletedOrder.shift()!;
       if (this.#deleted.get(old.key) === old.scn) this.#deleted.delete(old.key);
+      if (this.#tombRows.get(old.key) === old.scn) { this.#tombRows.delete(old.key); ops.push({ type: 'del', key: tombKey(q.id, old.key) }); }
       this.tombstoneFloor = Math.max(this.tombstoneFloor, old.scn + 1);
     }
+    if (this.tombstoneFloor !== floorBefore && this.#floorStored) {
+      ops.push({ type: 'put', key: tombFloorKey(q.id), value: encodeTombFloor(this.tombstoneFloor, this.tombstonesSinceMs) });
+    }
+    if (ops.length && q.ctx?.committer) q.ctx.committer.addQuiet(ops);
   }
 
   /** Whether every delete after SCN `had` is known, so a consumer holding the state after it can bootstrap incrementally. */
@@ -482,10 +530,46 @@ export class SowStructure implements QueueStructure {
     }
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
     if (head) max = Math.max(max, readScn(head, 0) - 1);
-    // What was deleted before this start is not known: incremental bootstraps from here on.
-    this.tombstoneFloor = max + 1;
-    this.tombstonesSinceMs = q.ctx.clock.now();
+    await this.#recoverTombstones(max);
     return max;
+  }
+
+  /**
+   * The tombstones as stored: complete from the stored floor. Rows of keys that exist again
+   * (a failed re-create's delete) or below the floor (a drop cut short) are removed. Without
+   * a floor row (a queue stored before tombstones were, or whose first batch failed), what was
+   * deleted before this start is not known: the floor starts at the head.
+   */
+  async #recoverTombstones(max: number): Promise<void> {
+    const q = this.queue;
+    const store = q.ctx.store;
+    const floorRow = await store.get(tombFloorKey(q.id));
+    const stored = floorRow ? decodeTombFloor(floorRow) : undefined;
+    const rowsPrefix = Buffer.concat([queuePrefix(TOMB, q.id), Buffer.from([1])]);
+    const stale: BatchOp[] = [];
+    const kept: Array<{ key: string; scn: number }> = [];
+    for await (const [k, v] of store.rows({ gte: rowsPrefix, lt: prefixEnd(rowsPrefix) })) {
+      const key = tombKeyOf(k);
+      const scn = v.length === 8 ? readScn(v, 0) : 0;
+      if (!stored || scn < stored.floor || scn > max || this.records.has(key)) stale.push({ type: 'del', key: k });
+      else kept.push({ key, scn });
+    }
+    if (!stored) {
+      this.tombstoneFloor = max + 1;
+      this.tombstonesSinceMs = q.ctx.clock.now();
+      this.#floorStored = false; // written with the next event
+    } else {
+      this.tombstoneFloor = stored.floor;
+      this.tombstonesSinceMs = stored.sinceMs;
+      this.#floorStored = true;
+      kept.sort((a, b) => a.scn - b.scn);
+      for (const t of kept) {
+        this.#deleted.set(t.key, t.scn);
+        this.#tombRows.set(t.key, t.scn);
+        this.#deletedOrder.push(t);
+      }
+    }
+    this.#capTombstones(stale);
   }
 
   openConsumer(req: ConsumerRequest, sink: DeliverySink): Consumer {

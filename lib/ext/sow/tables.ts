@@ -3,6 +3,9 @@
  *   sow/<q>  [0x20][qid][key utf8]                 -> current record (event record: meta + message)
  *   hist/<q> [0x21][qid][key utf8][0x00][scn 8]    -> a version (current ones too), or a tombstone
  *   time/<q> [0x22][qid][ts 8][scn 8]              -> empty: time index for timestamp bookmarks
+ *   tomb/<q> [0x23][qid][0x01][key utf8]           -> scn 8: a deleted key, for incremental bootstraps
+ *            [0x23][qid][0x00]                     -> floor scn 8, since ms f64: the tombstones are
+ *                                                     complete from that SCN, kept since that time
  * The log itself is the core's `log` table: [0x10][qid][scn] -> event (op, key, ts) + the
  * resulting record state (for deletes: the last state, so a replayed delete carries it).
  */
@@ -11,6 +14,7 @@ import { registerTable, queuePrefix, writeU64, readScn } from '../../core/storag
 export const SOW = registerTable('sow', 0x20);
 export const HIST = registerTable('hist', 0x21);
 export const TIME = registerTable('time', 0x22);
+export const TOMB = registerTable('tomb', 0x23);
 
 export function sowKey(qid: number, key: string): Buffer {
   const b = Buffer.allocUnsafe(5 + Buffer.byteLength(key, 'utf8'));
@@ -50,3 +54,31 @@ export function sameHistKey(a: Buffer, b: Buffer): boolean {
 }
 /** The SCN of a hist row key. */
 export function histScn(k: Buffer): number { return readScn(k, k.length - 8); }
+
+/** A deleted key's tombstone row (its value: the SCN of the delete). */
+export function tombKey(qid: number, key: string): Buffer {
+  const b = Buffer.allocUnsafe(6 + Buffer.byteLength(key, 'utf8'));
+  b[0] = TOMB;
+  b.writeUInt32BE(qid, 1);
+  b[5] = 1;
+  b.write(key, 6, 'utf8');
+  return b;
+}
+/** The row saying from which SCN the tombstone rows are complete, and since when they are kept. */
+export function tombFloorKey(qid: number): Buffer {
+  const b = Buffer.allocUnsafe(6);
+  b[0] = TOMB;
+  b.writeUInt32BE(qid, 1);
+  b[5] = 0;
+  return b;
+}
+export function tombKeyOf(k: Buffer): string { return k.toString('utf8', 6); }
+export function encodeTombFloor(floor: number, sinceMs: number): Buffer {
+  const b = Buffer.allocUnsafe(16);
+  writeU64(b, floor, 0);
+  b.writeDoubleBE(sinceMs, 8);
+  return b;
+}
+export function decodeTombFloor(v: Buffer): { floor: number; sinceMs: number } | undefined {
+  return v.length === 16 ? { floor: readScn(v, 0), sinceMs: v.readDoubleBE(8) } : undefined;
+}
