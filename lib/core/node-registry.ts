@@ -127,6 +127,10 @@ export class NodeRegistry {
     }
     this.#queues.set(name, q);
     log.info('queue created', { queue: name, arguments: args, durable: def.durable });
+    // Other brokers' arguments are kept (qpidd does the same) but do nothing here: say so, so
+    // `x-max-length` or a misspelt `qpid.max_cnt` is not taken for a limit.
+    const unapplied = Object.keys(args).filter((k) => !this.#ctx.registry.argument(k));
+    if (unapplied.length) log.warn('queue arguments kept but not applied by this broker', { queue: name, unapplied, known: this.#ctx.registry.argumentNames });
     for (const f of this.onCreated) f(q);
     return { queue: q, created: true };
   }

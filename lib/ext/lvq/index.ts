@@ -7,10 +7,17 @@ import { ListStructure } from '../../core/queue/list-structure.js';
 import type { Entry } from '../../core/queue/entry.js';
 import { toStr } from '../../address/index.js';
 
+/** The key property's name: an empty one would name no property, and nothing would be replaced. */
+function lvqKey(v: unknown): string {
+  const s = toStr('qpid.last_value_queue_key', v);
+  if (s === '') throw new Error('qpid.last_value_queue_key: expected the name of an application property, got an empty string');
+  return s;
+}
+
 export function lvqExtension(): Extension {
   return {
     name: 'lvq',
-    queueArguments: [{ name: 'qpid.last_value_queue_key', parse: (v) => toStr('qpid.last_value_queue_key', v) }],
+    queueArguments: [{ name: 'qpid.last_value_queue_key', parse: lvqKey }],
     validateArguments(args) {
       if (args['qpid.last_value_queue_key'] !== undefined && args['sow.key'] !== undefined) {
         throw new Error('qpid.last_value_queue_key and sow.key exclude each other: a SOW queue already keeps the last value per key');
