@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { connect, openReceiver, openSender, collect, send, sleep } from '../support/client.js';
+import { connect, openReceiver, openSender, collect, send, sendAll, sleep } from '../support/client.js';
 import { setLogDestination, setLogLevel, getLogLevel } from '../../lib/core/log.js';
 
 const createOnDemand = (address: string, props: Record<string, unknown>) => ({ address, capabilities: ['create-on-demand', 'queue', 'durable'], dynamic_node_properties: props });
@@ -49,6 +49,20 @@ describe('queue arguments (audit, session 17)', function () {
       });
       const q = tb.broker.nodes.get(address)!;
       expect(q.structure.stats().depth).to.equal(2);
+    } finally { await c.close(); }
+  });
+
+  it('a dynamic node with sow.key is a temporary SOW queue: one record per key, gone with its link', async function () {
+    const c = await connect(tb.url);
+    try {
+      const snd = await openSender(c, { dynamic: true, dynamic_node_properties: { 'sow.key': '/id' } });
+      const address = snd.remote.attach.target.address as string;
+      const outcomes = await sendAll(snd, [{ body: '{"id":1,"v":1}' }, { body: '{"id":1,"v":2}' }, { body: '{"id":2,"v":1}' }]);
+      expect(outcomes.map((o) => o.state)).to.deep.equal(['accepted', 'accepted', 'accepted']);
+      expect(tb.broker.nodes.get(address)!.structure.stats().depth).to.equal(2);
+      snd.close();
+      await sleep(100);
+      expect(tb.broker.nodes.get(address)).to.equal(undefined);
     } finally { await c.close(); }
   });
 
