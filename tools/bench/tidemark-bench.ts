@@ -21,6 +21,7 @@ import { tuneRhea } from '../../lib/core/protocol/rhea-tuning.js';
 import { Progress, formatRate } from './lib/progress.js';
 import { median, round } from './lib/stats.js';
 import * as W from './lib/workloads.js';
+import { withRecordScan } from './lib/record-scan.js';
 
 const ALL = ['publish', 'consume', 'latency', 'sow', 'historical', 'sow-and-subscribe', 'replay', 'bootstrap', 'memory'] as const;
 /** What runs without --workloads: everything but `memory` (a million-message run). */
@@ -81,6 +82,7 @@ main(async () => {
     .option('broker-pid', { type: 'number', describe: 'PID of broker A on this machine: report its RSS after each round and its CPU per message for publish and consume' })
     .option('vs-broker-pid', { type: 'number', describe: 'PID of broker B on this machine (RSS, CPU per message)' })
     .option('client', { type: 'string', choices: ['tuned', 'plain'], default: 'tuned', describe: "the bench's own rhea: tuned = with the broker's run-time tuning (lib/core/protocol/rhea-tuning.ts: quiet debug logging, pooled encode buffers, hand-coded transfer frames; byte-identical on the wire) and writes corked per tick, for both brokers alike; plain = rhea as shipped" })
+    .option('record-decode', { type: 'string', choices: ['scan', 'full'], default: 'scan', describe: "Tidemark-only record streams (sow, historical, sow-and-subscribe, replay, bootstrap): scan = read only the two annotations the bench counts by (tools/bench/lib/record-scan.ts), so the client's decoding does not set the records/s; full = rhea's whole-message decode, what a plain rhea consumer pays" })
     .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout (the table goes to stderr)' })
     .option('progress', { type: 'boolean', describe: 'progress bar on stderr (default: when stderr is a terminal)' })
     .strict()
@@ -159,26 +161,28 @@ main(async () => {
       if (!ds) { for (const w of sowWanted) out[w] = { skipped: 'SOW dataset did not load: ' + loadRes.error }; return out; }
       if (argv.settle > 0) (out.sow_dataset as Record<string, unknown>).settled_seconds = await W.settleBroker(brokerPid, argv.settle);
       const d = ds;
-      // SCN numbering: the sow query's group_end is the last committed SCN; the dataset's first event is group_end - events + 1.
-      let lastScn = -1;
-      if (sowWanted.some((w) => w !== 'bootstrap')) {
-        const sq = await guarded(() => W.sowQuery(t, d.queue, load.window, progress, undefined, d.keys, argv['query-timeout'] * 1000) as any);
-        if (workloads.includes('sow')) out.sow = sq;
-        lastScn = typeof sq.group_end_scn === 'number' ? (sq.group_end_scn as number) : -1;
-      }
-      const base = lastScn >= 0 ? lastScn - d.events : 0;
-      if (workloads.includes('historical')) {
-        const atVersion = Math.ceil(versions / 2);
-        const scn = base + keys * atVersion;
-        const h = await guarded(() => W.sowQuery(t, d.queue, load.window, progress, String(scn), d.keys, argv['query-timeout'] * 1000) as any);
-        out.historical = { ...h, bookmark_scn: scn, as_of_version: atVersion, keys, versions };
-      }
-      if (workloads.includes('replay')) {
-        const n = Math.min(argv['replay-count'] ?? argv.count, d.events);
-        out.replay = await guarded(() => W.replay(t, d.queue, base + d.events - n, n, load.window, progress) as any);
-      }
-      if (workloads.includes('sow-and-subscribe')) out['sow-and-subscribe'] = await guarded(() => W.sowAndSubscribe(t, d, load.size, load.window, argv['load-rate'], progress) as any);
-      if (workloads.includes('bootstrap')) out.bootstrap = await guarded(() => W.bootstrap(t, d, load.size, load.window, argv['load-rate'], progress, argv['bootstrap-catchup']) as any);
+      await withRecordScan(argv['record-decode'] === 'scan', async () => {
+        // SCN numbering: the sow query's group_end is the last committed SCN; the dataset's first event is group_end - events + 1.
+        let lastScn = -1;
+        if (sowWanted.some((w) => w !== 'bootstrap')) {
+          const sq = await guarded(() => W.sowQuery(t, d.queue, load.window, progress, undefined, d.keys, argv['query-timeout'] * 1000) as any);
+          if (workloads.includes('sow')) out.sow = sq;
+          lastScn = typeof sq.group_end_scn === 'number' ? (sq.group_end_scn as number) : -1;
+        }
+        const base = lastScn >= 0 ? lastScn - d.events : 0;
+        if (workloads.includes('historical')) {
+          const atVersion = Math.ceil(versions / 2);
+          const scn = base + keys * atVersion;
+          const h = await guarded(() => W.sowQuery(t, d.queue, load.window, progress, String(scn), d.keys, argv['query-timeout'] * 1000) as any);
+          out.historical = { ...h, bookmark_scn: scn, as_of_version: atVersion, keys, versions };
+        }
+        if (workloads.includes('replay')) {
+          const n = Math.min(argv['replay-count'] ?? argv.count, d.events);
+          out.replay = await guarded(() => W.replay(t, d.queue, base + d.events - n, n, load.window, progress) as any);
+        }
+        if (workloads.includes('sow-and-subscribe')) out['sow-and-subscribe'] = await guarded(() => W.sowAndSubscribe(t, d, load.size, load.window, argv['load-rate'], progress) as any);
+        if (workloads.includes('bootstrap')) out.bootstrap = await guarded(() => W.bootstrap(t, d, load.size, load.window, argv['load-rate'], progress, argv['bootstrap-catchup']) as any);
+      });
     }
     return out;
   }
@@ -246,7 +250,7 @@ main(async () => {
   const out = {
     tool: 'tidemark-bench',
     version: 1,
-    params: { count: load.count, size: load.size, keys: load.keys, window: load.window, rounds, workloads, latency_rate: argv['latency-rate'], latency_count: argv['latency-count'], sow_keys: argv['sow-keys'], sow_versions: argv['sow-versions'], load_rate: argv['load-rate'], bootstrap_catchup: argv['bootstrap-catchup'], settle: argv.settle, settle_sides: argv['settle-sides'], memory_from: argv['memory-from'], memory_to: argv['memory-to'], durable: true, client: argv.client },
+    params: { count: load.count, size: load.size, keys: load.keys, window: load.window, rounds, workloads, latency_rate: argv['latency-rate'], latency_count: argv['latency-count'], sow_keys: argv['sow-keys'], sow_versions: argv['sow-versions'], load_rate: argv['load-rate'], bootstrap_catchup: argv['bootstrap-catchup'], settle: argv.settle, settle_sides: argv['settle-sides'], memory_from: argv['memory-from'], memory_to: argv['memory-to'], durable: true, client: argv.client, record_decode: argv['record-decode'] },
     targets: targets.map((t) => ({ side: t.side, url: redact(t.url), address: t.address, declare: t.declare, product: t.product, tidemark: t.tidemark })),
     rounds: roundsOut,
     summary,
