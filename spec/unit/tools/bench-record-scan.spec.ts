@@ -87,4 +87,18 @@ describe('bench: record scan', () => {
     await withRecordScan(true, async () => { throw new Error('boom'); }).catch(() => undefined);
     expect(rhea.message.decode).to.equal(full);
   });
+
+  it('hands back to (and puts back) whatever decode was in place when the workload began, a tuned one included', async () => {
+    const full = rhea.message.decode;
+    const seen: Buffer[] = [];
+    const tuned = function (this: unknown, b: Buffer) { seen.push(b); return full.call(this, b); };
+    rhea.message.decode = tuned;
+    try {
+      const symbolic = new types.Writer();
+      symbolic.write(types.described(types.wrap_symbol('amqp:message-annotations:map'), types.wrap_map({ 'x-opt-tm-cmd': 'sow' })));
+      await withRecordScan(true, async () => { rhea.message.decode(symbolic.toBuffer()); });
+      expect(seen).to.have.length(1);
+      expect(rhea.message.decode).to.equal(tuned);
+    } finally { rhea.message.decode = full; }
+  });
 });
