@@ -62,6 +62,11 @@ function skipValue(b: Buffer, p: number, lim: number, depth: number): number {
   return skipBody(b, b[p], p + 1, lim, depth);
 }
 
+/** End of the AMQP value at `p` (its constructor and descriptors included), or -1 when it is malformed, cut short before `lim`, or nested too deep. */
+export function skipAmqpValue(b: Buffer, p: number, lim = b.length): number {
+  return skipValue(b, p, lim, 0);
+}
+
 /** End of a value of typecode `code` whose encoding (after the constructor) starts at `p`, or -1. */
 function skipBody(b: Buffer, code: number, p: number, lim: number, depth: number): number {
   const cat = CATEGORY[code];
