@@ -309,6 +309,19 @@ export function deliverOutcome(delivery: any, type: string): void {
   if (type === 'settled' || delivery?.remote_settled) {
     const sink: RheaSink | undefined = delivery?.[SINK];
     if (sink) { delete delivery[SINK]; sink.settledOne(); }
+  } else if (delivery && !delivery.settled) {
+    // An outcome the receiver has not settled: its rcv-settle-mode is `second` [AMQP 2.8.3],
+    // it settles once we have. Settled here, so it counts against no limit (a link in that
+    // mode stopped at maxUnsettledPerLink, the deliveries never settled on either side).
+    // (with the receiver's outcome as the state: rhea warns of a settlement without one)
+    delivery.update(true, delivery.remote_state?.described?.());
+    const sink: RheaSink | undefined = delivery[SINK];
+    if (sink) {
+      delete delivery[SINK];
+      sink.settledOne();
+      // A link stopped at the limit sends again (as on a receiver's settlement, server.ts).
+      if (sink.blocked) setImmediate(() => { if (sink.blocked) sink.onUnblocked?.(); });
+    }
   }
   const cb: ((o: Outcome) => void) | undefined = delivery?.[OUTCOME];
   if (!cb) return;

@@ -23,6 +23,12 @@ export interface Subscription {
   created: number;
   /** The authenticated user who created it: only that user resumes it (absent in records from before owners were kept). */
   user?: string;
+  /**
+   * When its queue was created: a queue of that name created again (after a restart took a
+   * non-durable one, or a delete) is another queue, whose SCNs start again (absent in
+   * records from before it was kept).
+   */
+  queueCreated?: number;
 }
 
 export function subscriptionKey(containerId: string, linkName: string): Buffer {
@@ -70,7 +76,7 @@ export class DurableSubscriptions {
 /**
  * Wraps a link's sink: deliveries are sent unsettled so their acceptance can be seen, and the
  * subscription's position moves to the SCN of the newest delivery whose predecessors were all
- * accepted (a released one holds it back; snapshot records move nothing; group_end moves it to
+ * accepted (a released one, or one modified without undeliverable-here, holds it back; snapshot records move nothing; group_end moves it to
  * the snapshot SCN). A released delivery is not sent again on this link (the outcome is final),
  * so once it reaches the front the position stays there for the rest of the link, and the next
  * attach resumes from it: from then on nothing is tracked (it was one entry per delivery, kept
@@ -108,7 +114,9 @@ export class DurableSink implements DeliverySink {
       return;
     }
     this.inner.send(bytes, (o) => {
-      if (o.type === 'released') item.released = true;
+      // modified without undeliverable-here asks for redelivery as released does [AMQP 3.4.5]:
+      // it holds the position too (moving past it lost the message for the subscription).
+      if (o.type === 'released' || (o.type === 'modified' && !o.undeliverableHere)) item.released = true;
       else item.done = true;
       onOutcome?.(o);
       this.#advance();

@@ -18,6 +18,9 @@ import { commandOf, listAnnotations, COMMAND, BOOKMARK, OPTIONS } from '../sow/i
 import { MarkerSink } from '../sow/marker-sink.js';
 import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
 import { DurableSubscriptions, DurableSink, subscriptionKey, type Subscription } from './durable.js';
+import { logger } from '../../core/log.js';
+
+const log = logger('checkpoints');
 
 export const CHECKPOINT = 'tidemark:checkpoint:map';
 
@@ -172,7 +175,11 @@ export function checkpointsExtension(): Extension {
     // neither the subscription nor what queue it reads.
     if (sub && sub.user !== undefined && sub.user !== req.user) throw new TidemarkError(Conditions.unauthorized, `durable subscription ${req.containerId}/${req.linkName} belongs to another user`);
     if (sub && sub.queue !== queue.name) throw new TidemarkError(Conditions.preconditionFailed, `durable subscription ${req.containerId}/${req.linkName} belongs to queue ${sub.queue}, not ${queue.name}`);
-    if (!sub) { sub = { queue: queue.name, position: null, created: queue.ctx.clock.now(), user: req.user }; durables.save(key, sub); }
+    // A position in an earlier queue of this name means nothing in this one (its SCNs began again).
+    if (sub && sub.queueCreated !== undefined && sub.queueCreated !== queue.def.created) { durables.delete(key); sub = undefined; }
+    // A new subscription is stored once its link is open: a refused attach leaves none.
+    const fresh = !sub;
+    if (!sub) sub = { queue: queue.name, position: null, created: queue.ctx.clock.now(), user: req.user, queueCreated: queue.def.created };
     const dsink = new DurableSink(sink, durables, key, sub);
     let inner: Consumer;
     if (sub.position !== null && queue.structure instanceof SowStructure) {
@@ -180,6 +187,7 @@ export function checkpointsExtension(): Extension {
     } else if (sub.position !== null && queue.structure instanceof ListStructure) {
       inner = queue.structure.openConsumer({ ...req, mode: 'copy' }, dsink, { startAfterScn: sub.position });
     } else inner = open(queue, req, dsink, next);
+    if (fresh) durables.save(key, sub);
     attached.get(id)?.(req.connectionId); // the new link is open: the old one, if any, goes
     let stolen = false;
     const steal = (by: string) => {
@@ -236,6 +244,14 @@ export function checkpointsExtension(): Extension {
     },
     async start(b) {
       await durables.load(b.store, b.committer);
+      // Subscriptions whose queue did not survive the restart (a non-durable one) end with it,
+      // as those of a deleted queue do: a queue of that name made later is another queue.
+      for (const s of durables.list()) {
+        const q = b.nodes.get(s.queue);
+        if (q && (s.queueCreated === undefined || s.queueCreated === q.def.created)) continue;
+        durables.delete(subscriptionKey(s.container, s.link));
+        log.info('durable subscription ended: its queue is gone', { container: s.container, link: s.link, queue: s.queue });
+      }
       durablesByBroker.set(b, durables);
       b.nodes.onDeleted.push((q) => durables.deleteForQueue(q.name));
     },

@@ -1,0 +1,87 @@
+/**
+ * Durable subscriptions and settlement, as an outside audit (session 17) found them: a
+ * subscription that outlived its non-durable queue and skipped the new queue's messages, a
+ * refused attach that left a subscription behind, `modified` that moved the position past a
+ * message, and a receiver in rcv-settle-mode `second` whose deliveries were never settled.
+ * Each case fails on the code before its fix. Real broker, real rhea client.
+ */
+import { expect } from 'chai';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { connect, openReceiver, collect, send, sleep, type Received } from '../support/client.js';
+import { tmFilters } from '../support/sow-client.js';
+import { listSubscriptions } from '../../lib/ext/checkpoints/index.js';
+
+const durableSource = (address: string, extra: Record<string, unknown> = {}) => ({ address, durable: 2, expiry_policy: 'never', ...extra });
+const browseOnly = (address: string, durable: boolean) => ({ address, capabilities: ['create-on-demand'], dynamic_node_properties: { 'qpid.browse-only': true, durable } });
+
+describe('durable subscriptions and settlement (audit, session 17)', function () {
+  this.timeout(60000);
+  let tb: TestBroker;
+  afterEach(async () => { await tb?.stop(); });
+
+  /** Reads with a durable receiver (container `cont`, link `sub`), settling each as `settle` says; detaches without closing. */
+  async function readDurable(address: string, settle: (m: Received, i: number) => 'accept' | 'release' | 'modify' | 'none' = () => 'accept') {
+    const c = await connect(tb.broker.urls[0], { container_id: 'cont' });
+    try {
+      const rcv = await openReceiver(c, durableSource(address), { name: 'sub' });
+      let i = 0;
+      const got = await collect(rcv, { idleMs: 600, credit: 50, settle: (m) => settle(m, i++) });
+      await sleep(150);
+      rcv.detach();
+      await sleep(150);
+      return got.map((m) => m.message.body);
+    } finally { await c.close(); }
+  }
+
+  it('a subscription on a non-durable queue ends with the queue at a restart: the queue made again is read from its start', async function () {
+    tb = await startTestBroker();
+    await send(tb.url, browseOnly('nd.q', false), [1, 2, 3, 4, 5].map((n) => ({ body: `old${n}` })));
+    expect(await readDurable('nd.q')).to.deep.equal(['old1', 'old2', 'old3', 'old4', 'old5']);
+    expect(listSubscriptions(tb.broker).map((s) => [s.queue, s.position])).to.deep.equal([['nd.q', 5]]);
+    await tb.restart();
+    expect(tb.broker.nodes.get('nd.q'), 'a non-durable queue does not survive a restart').to.equal(undefined);
+    expect(listSubscriptions(tb.broker)).to.deep.equal([]);
+    await send(tb.broker.urls[0], browseOnly('nd.q', false), [1, 2, 3, 4, 5, 6, 7].map((n) => ({ body: `new${n}` })));
+    expect(await readDurable('nd.q')).to.deep.equal(['new1', 'new2', 'new3', 'new4', 'new5', 'new6', 'new7']);
+  });
+
+  it('a durable attach the broker refuses leaves no subscription: the same link name then attaches elsewhere', async function () {
+    tb = await startTestBroker();
+    await send(tb.url, { address: 'rs.sow', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } }, [{ body: '{"id":"a"}' }]);
+    await send(tb.url, browseOnly('rs.bo', true), [{ body: 'x' }]);
+    const c = await connect(tb.url, { container_id: 'cont' });
+    try {
+      const err = await openReceiver(c, durableSource('rs.sow', { filter: tmFilters({ command: 'subscribe', bookmark: '999' }) }), { name: 'sub' }).then(() => undefined, (e) => e);
+      expect(err?.condition).to.equal('amqp:invalid-field');
+      expect(listSubscriptions(tb.broker)).to.deep.equal([]);
+    } finally { await c.close(); }
+    expect(await readDurable('rs.bo')).to.deep.equal(['x']);
+  });
+
+  it('modified (delivery-failed, not undeliverable-here) holds the position as released does: the message comes again', async function () {
+    tb = await startTestBroker();
+    await send(tb.url, browseOnly('md.q', true), [1, 2, 3, 4, 5].map((n) => ({ body: `m${n}` })));
+    const first = await readDurable('md.q', (_m, i) => (i === 2 ? 'modify' : 'accept'));
+    expect(first).to.deep.equal(['m1', 'm2', 'm3', 'm4', 'm5']);
+    expect(listSubscriptions(tb.broker)[0].position).to.equal(2);
+    expect(await readDurable('md.q')).to.deep.equal(['m3', 'm4', 'm5']);
+  });
+
+  it('a receiver in rcv-settle-mode second gets every message: the broker settles each delivery after its outcome', async function () {
+    tb = await startTestBroker({ limits: { maxUnsettledPerLink: 3 } });
+    await send(tb.url, 'second.q', Array.from({ length: 10 }, (_, i) => ({ body: i })));
+    const c = await connect(tb.url);
+    try {
+      const rcv = await openReceiver(c, { address: 'second.q' }, { rcv_settle_mode: 1 });
+      const bodies: number[] = [];
+      let settledByBroker = 0;
+      rcv.on('settled', () => { settledByBroker++; });
+      rcv.on('message', (ctx: any) => { bodies.push(ctx.message.body); ctx.delivery.accept(); });
+      rcv.add_credit(10);
+      for (let i = 0; i < 40 && (bodies.length < 10 || settledByBroker < 10); i++) await sleep(50);
+      expect(bodies).to.deep.equal([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(settledByBroker).to.equal(10);
+    } finally { await c.close(); }
+    expect(tb.broker.nodes.get('second.q')!.structure.stats().depth, 'accepted ones are gone').to.equal(0);
+  });
+});
