@@ -63,6 +63,22 @@ export interface ConsumerRequest {
   durable: boolean;
   /** Authenticated user. */
   user: string;
+  /**
+   * Each applied filter's value as the client sent it, as text with map keys in order (two
+   * attaches asking for the same filters have the same texts), by symbolic descriptor.
+   */
+  filterTexts?: Map<string, string>;
+}
+
+/** A filter value as text, map keys sorted, so that equal filters compare equal. */
+export function filterText(v: unknown): string {
+  return JSON.stringify(v, (_k, x) => {
+    if (typeof x === 'bigint') return `${x}n`;
+    if (x && typeof x === 'object' && !Array.isArray(x) && Object.getPrototypeOf(x) === Object.prototype) {
+      return Object.fromEntries(Object.keys(x).sort().map((k) => [k, x[k]]));
+    }
+    return x;
+  }) ?? 'null';
 }
 
 /** A queue being built: extensions contribute their part from its arguments. */

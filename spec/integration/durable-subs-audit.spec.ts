@@ -7,7 +7,7 @@
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { connect, openReceiver, collect, send, sleep, type Received } from '../support/client.js';
+import { connect, openReceiver, collect, send, sleep, described, type Received } from '../support/client.js';
 import { tmFilters } from '../support/sow-client.js';
 import { listSubscriptions } from '../../lib/ext/checkpoints/index.js';
 
@@ -65,6 +65,29 @@ describe('durable subscriptions and settlement (audit, session 17)', function ()
     expect(first).to.deep.equal(['m1', 'm2', 'm3', 'm4', 'm5']);
     expect(listSubscriptions(tb.broker)[0].position).to.equal(2);
     expect(await readDurable('md.q')).to.deep.equal(['m3', 'm4', 'm5']);
+  });
+
+  it('a re-attach with other filters is precondition-failed naming both; the same filters (another bookmark) resume; a closed one starts anew', async function () {
+    tb = await startTestBroker();
+    const colors = ['red', 'blue', 'red', 'blue'];
+    await send(tb.url, browseOnly('fc.q', true), colors.map((color, i) => ({ body: `${color}${i}`, application_properties: { color } })));
+    const sel = (s: string) => ({ sel: described('apache.org:selector-filter:string', s) });
+    const c = await connect(tb.url, { container_id: 'cont' });
+    try {
+      const r1 = await openReceiver(c, durableSource('fc.q', { filter: sel("color = 'red'") }), { name: 'sub' });
+      const got = await collect(r1, { idleMs: 500, credit: 10 });
+      expect(got.map((m) => m.message.body)).to.deep.equal(['red0', 'red2']);
+      r1.detach(); await sleep(150);
+      const err = await openReceiver(c, durableSource('fc.q', { filter: sel("color = 'blue'") }), { name: 'sub' }).then(() => undefined, (e) => e);
+      expect(err?.condition).to.equal('amqp:precondition-failed');
+      expect(err?.message).to.include("color = 'red'").and.to.include("color = 'blue'").and.to.match(/closed=true|SUBSCRIPTION-DELETE/);
+      await send(tb.url, 'fc.q', [{ body: 'red4', application_properties: { color: 'red' } }]);
+      const r2 = await openReceiver(c, durableSource('fc.q', { filter: { ...sel("color = 'red'"), bm: described('tidemark:bookmark:string', '0') } }), { name: 'sub' });
+      expect((await collect(r2, { idleMs: 500, credit: 10 })).map((m) => m.message.body)).to.deep.equal(['red4']);
+      r2.close(); await sleep(150);
+      const r3 = await openReceiver(c, durableSource('fc.q', { filter: sel("color = 'blue'") }), { name: 'sub' });
+      expect((await collect(r3, { idleMs: 500, credit: 10 })).map((m) => m.message.body)).to.deep.equal(['blue1', 'blue3']);
+    } finally { await c.close(); }
   });
 
   it('a receiver in rcv-settle-mode second gets every message: the broker settles each delivery after its outcome', async function () {

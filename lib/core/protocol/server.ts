@@ -18,7 +18,7 @@ import { ConfigError, type BrokerConfig } from '../config.js';
 import type { Consumer } from '../queue/delivery.js';
 import type { InboundMessage } from '../queue/inbound.js';
 import type { Queue } from '../queue/queue.js';
-import type { ConsumerRequest, ParsedFilter } from '../extensions.js';
+import { filterText, type ConsumerRequest, type ParsedFilter } from '../extensions.js';
 import { logger } from '../log.js';
 import { applyRheaPatches } from './rhea-patches.js';
 import { applyRheaGuards, DELIVERY_ABORTED } from './rhea-guards.js';
@@ -790,6 +790,7 @@ export class AmqpServer {
         throw new TidemarkError(Conditions.invalidField, 'source filter must be a map of filters');
       }
       const parsed = new Map<string, ParsedFilter>();
+      const filterTexts = new Map<string, string>();
       const predicates = [];
       let annotate = false;
       for (const f of sourceFilters(source)) {
@@ -799,6 +800,7 @@ export class AmqpServer {
         // filter the broker does not apply (wire.md 4).
         if (parsed.has(r.symbol)) throw new TidemarkError(Conditions.invalidField, `source filter: two ${r.symbol} filters (the second under key ${JSON.stringify(f.key)}); give each kind of filter once`);
         parsed.set(r.symbol, r.parsed);
+        filterTexts.set(r.symbol, filterText(f.value));
         if (r.parsed.predicate) predicates.push(r.parsed.predicate);
         if (r.symbol.startsWith('tidemark:')) annotate = true;
         echoed[f.key] = f.raw;
@@ -809,7 +811,7 @@ export class AmqpServer {
         mode, filters: parsed, predicates, annotate,
         linkName: sender.name, containerId: ctx.connection.remote?.open?.container_id ?? '', connectionId: ctx.connection.options?.id ?? String(ctx.connection.id ?? ''),
         durable: source.durable === 2 && String(source.expiry_policy) === 'never',
-        user: this.#user(ctx),
+        user: this.#user(ctx), filterTexts,
       };
       // ACL before the reply: may refuse, or answer move with copy (browse-only by ACL).
       this.#backend.authorizeConsumer?.(q, req);

@@ -29,6 +29,12 @@ export interface Subscription {
    * records from before it was kept).
    */
   queueCreated?: number;
+  /**
+   * The filters it was made with (filter symbol = value text; bookmark and checkpoint left
+   * out: they only say where a new subscription starts). A re-attach must ask for the same
+   * (absent in records from before they were kept: the next attach's are taken).
+   */
+  filters?: string;
 }
 
 export function subscriptionKey(containerId: string, linkName: string): Buffer {

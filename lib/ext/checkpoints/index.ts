@@ -142,6 +142,12 @@ function mayManage(b: BrokerContext, user: string, sub: Subscription): boolean {
   return sub.user === user || b.extensions.authorize(user, 'manage', sub.queue);
 }
 
+/** A durable subscription's filters as one text, bookmark and checkpoint left out (they only say where it starts). */
+function subscriptionFilters(req: ConsumerRequest): string {
+  const texts = req.filterTexts ?? new Map<string, string>();
+  return [...texts].filter(([symbol]) => symbol !== BOOKMARK && symbol !== CHECKPOINT).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([symbol, text]) => `${symbol}=${text}`).join(' ');
+}
+
 export function checkpointsExtension(): Extension {
   const durables = new DurableSubscriptions();
   /** The link attached to each durable subscription now, by subscription key (latin1): its steal(). */
@@ -177,9 +183,17 @@ export function checkpointsExtension(): Extension {
     if (sub && sub.queue !== queue.name) throw new TidemarkError(Conditions.preconditionFailed, `durable subscription ${req.containerId}/${req.linkName} belongs to queue ${sub.queue}, not ${queue.name}`);
     // A position in an earlier queue of this name means nothing in this one (its SCNs began again).
     if (sub && sub.queueCreated !== undefined && sub.queueCreated !== queue.def.created) { durables.delete(key); sub = undefined; }
+    // Filters changed on a re-attach would apply from the old position: records that match
+    // only now, or lie before it, would never come, and a `sow` would stay open as a
+    // subscribe. Refused as a changed address is (AMQP 2.6.3 lets a broker keep its terminus).
+    const filters = subscriptionFilters(req);
+    if (sub && sub.filters !== undefined && sub.filters !== filters) {
+      throw new TidemarkError(Conditions.preconditionFailed, `durable subscription ${req.containerId}/${req.linkName} was made with filters ${sub.filters || '(none)'}, and this attach asks for ${filters || '(none)'}: attach with the same filters, or end the subscription (detach with closed=true, or SUBSCRIPTION-DELETE) to make a new one`);
+    }
+    if (sub && sub.filters === undefined) { sub.filters = filters; durables.save(key, sub); }
     // A new subscription is stored once its link is open: a refused attach leaves none.
     const fresh = !sub;
-    if (!sub) sub = { queue: queue.name, position: null, created: queue.ctx.clock.now(), user: req.user, queueCreated: queue.def.created };
+    if (!sub) sub = { queue: queue.name, position: null, created: queue.ctx.clock.now(), user: req.user, queueCreated: queue.def.created, filters };
     const dsink = new DurableSink(sink, durables, key, sub);
     let inner: Consumer;
     if (sub.position !== null && queue.structure instanceof SowStructure) {
