@@ -7,7 +7,7 @@
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { connect, openReceiver, collect, send, sleep, described, type Received } from '../support/client.js';
+import { connect, openReceiver, openSender, sendAll, collect, send, sleep, described, errorOf, type Received } from '../support/client.js';
 import { tmFilters } from '../support/sow-client.js';
 import { listSubscriptions } from '../../lib/ext/checkpoints/index.js';
 
@@ -87,6 +87,26 @@ describe('durable subscriptions and settlement (audit, session 17)', function ()
       r2.close(); await sleep(150);
       const r3 = await openReceiver(c, durableSource('fc.q', { filter: sel("color = 'blue'") }), { name: 'sub' });
       expect((await collect(r3, { idleMs: 500, credit: 10 })).map((m) => m.message.body)).to.deep.equal(['blue1', 'blue3']);
+    } finally { await c.close(); }
+  });
+
+  it('SUBSCRIPTION-DELETE of an attached subscription detaches its link with resource-deleted', async function () {
+    tb = await startTestBroker();
+    await send(tb.url, browseOnly('sd.q', true), [{ body: 'm1' }]);
+    const c = await connect(tb.url, { container_id: 'cont' });
+    try {
+      const rcv = await openReceiver(c, durableSource('sd.q'), { name: 'sub' });
+      expect((await collect(rcv, { count: 1, credit: 10, idleMs: 1000 })).map((m) => m.message.body)).to.deep.equal(['m1']);
+      const detached = new Promise<{ condition?: string; description?: string }>((resolve) => rcv.once('receiver_close', () => resolve(errorOf(rcv.remote?.detach?.error ?? rcv.error))));
+      const replies = await openReceiver(c, { dynamic: true });
+      const mgmt = await openSender(c, { address: '$management' });
+      const reply = collect(replies, { count: 1, idleMs: 2000 });
+      await sendAll(mgmt, [{ message_id: 'del-1', reply_to: replies.remote.attach.source.address, application_properties: { operation: 'SUBSCRIPTION-DELETE', type: 'queue' }, body: { container: 'cont', link: 'sub' } }]);
+      expect((await reply)[0]?.message.application_properties.statusCode).to.equal(204);
+      const err = await detached;
+      expect(err.condition).to.equal('amqp:resource-deleted');
+      expect(err.description).to.match(/cont\/sub.*deleted/);
+      expect(listSubscriptions(tb.broker)).to.deep.equal([]);
     } finally { await c.close(); }
   });
 

@@ -150,8 +150,8 @@ function subscriptionFilters(req: ConsumerRequest): string {
 
 export function checkpointsExtension(): Extension {
   const durables = new DurableSubscriptions();
-  /** The link attached to each durable subscription now, by subscription key (latin1): its steal(). */
-  const attached = new Map<string, (by: string) => void>();
+  /** The link attached to each durable subscription now, by subscription key (latin1): ends it with that error (taken over, or the subscription deleted). */
+  const attached = new Map<string, (error: TidemarkError) => void>();
 
   /** The link's own consumer (checkpointed, or whatever the extensions below open). */
   function open(queue: Queue, req: ConsumerRequest, sink: DeliverySink, next: OpenNext): Consumer {
@@ -202,13 +202,14 @@ export function checkpointsExtension(): Extension {
       inner = queue.structure.openConsumer({ ...req, mode: 'copy' }, dsink, { startAfterScn: sub.position });
     } else inner = open(queue, req, dsink, next);
     if (fresh) durables.save(key, sub);
-    attached.get(id)?.(req.connectionId); // the new link is open: the old one, if any, goes
+    // the new link is open: the old one, if any, goes
+    attached.get(id)?.(new TidemarkError(Conditions.linkStolen, `durable subscription ${req.containerId}/${req.linkName} on queue ${queue.name} was attached again (connection ${req.connectionId}); this link is detached`));
     let stolen = false;
-    const steal = (by: string) => {
+    const steal = (error: TidemarkError) => {
       stolen = true;
       if (attached.get(id) === steal) attached.delete(id);
       inner.close();
-      sink.close(new TidemarkError(Conditions.linkStolen, `durable subscription ${req.containerId}/${req.linkName} on queue ${queue.name} was attached again (connection ${by}); this link is detached`));
+      sink.close(error);
     };
     attached.set(id, steal);
     return {
@@ -253,6 +254,8 @@ export function checkpointsExtension(): Extension {
         const sub = durables.get(key);
         // Another user's subscription on a queue this user may not manage: as if it did not exist.
         if (!sub || !mayManage(b, req.user, sub) || !durables.delete(key)) return { statusCode: 404, statusDescription: `no durable subscription ${container ? `${container}/` : ''}${link} (container ${JSON.stringify(container)}, link ${JSON.stringify(link)})` };
+        // Its link, if attached, ends with it (it ran on untracked, and its next attach began anew).
+        attached.get(key.toString('latin1'))?.(new TidemarkError(Conditions.resourceDeleted, `durable subscription ${container}/${link} on queue ${sub.queue} was deleted (SUBSCRIPTION-DELETE by ${req.user}); this link is detached`));
         return { statusCode: 204, statusDescription: 'No Content' };
       },
     },
