@@ -8,7 +8,7 @@
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { connect, openReceiver, openSender, sendAll, collect, send, sleep, described, errorOf, type Received } from '../support/client.js';
-import { tmFilters } from '../support/sow-client.js';
+import { tmFilters, cmdOf, keyOf } from '../support/sow-client.js';
 import { listSubscriptions } from '../../lib/ext/checkpoints/index.js';
 
 const durableSource = (address: string, extra: Record<string, unknown> = {}) => ({ address, durable: 2, expiry_policy: 'never', ...extra });
@@ -106,6 +106,36 @@ describe('durable subscriptions and settlement (audit, session 17)', function ()
       const err = await detached;
       expect(err.condition).to.equal('amqp:resource-deleted');
       expect(err.description).to.match(/cont\/sub.*deleted/);
+      expect(listSubscriptions(tb.broker)).to.deep.equal([]);
+    } finally { await c.close(); }
+  });
+
+  it('a durable sow_and_subscribe with oof resumes with a new snapshot (what it delivered is not kept): a record that left focus is not in it', async function () {
+    tb = await startTestBroker();
+    const sowq = { address: 'oo.q', capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id' } };
+    await send(tb.url, sowq, ['a', 'b', 'c'].map((id, v) => ({ body: JSON.stringify({ id, v }) })));
+    const source = durableSource('oo.q', { filter: tmFilters({ command: 'sow_and_subscribe', filter: '/v < 10', options: { oof: true } }) });
+    const c = await connect(tb.url, { container_id: 'cont' });
+    try {
+      const r1 = await openReceiver(c, source, { name: 'sub' });
+      const first = await collect(r1, { idleMs: 500, credit: 20 });
+      expect(first.map((m) => [cmdOf(m), keyOf(m)]).filter(([cmd]) => cmd === 'sow')).to.deep.equal([['sow', 'a'], ['sow', 'b'], ['sow', 'c']]);
+      r1.detach(); await sleep(150);
+      await send(tb.url, 'oo.q', [{ body: JSON.stringify({ id: 'a', v: 100 }) }, { body: JSON.stringify({ id: 'd', v: 3 }) }]);
+      const r2 = await openReceiver(c, source, { name: 'sub' });
+      const resumed = await collect(r2, { idleMs: 500, credit: 20 });
+      expect(resumed.map((m) => [cmdOf(m), cmdOf(m) === 'sow' ? keyOf(m) : ''])).to.deep.equal([['group_begin', ''], ['sow', 'b'], ['sow', 'c'], ['sow', 'd'], ['group_end', '']]);
+    } finally { await c.close(); }
+  });
+
+  it('a container-id holding NUL cannot name a durable subscription (it would share one with another pair)', async function () {
+    tb = await startTestBroker();
+    await send(tb.url, browseOnly('nul.q', true), [{ body: 'x' }]);
+    const c = await connect(tb.url, { container_id: 'cA\u0000x' });
+    try {
+      const err = await openReceiver(c, durableSource('nul.q'), { name: 'y' }).then(() => undefined, (e) => e);
+      expect(err?.condition).to.equal('amqp:invalid-field');
+      expect(err?.message).to.match(/NUL/);
       expect(listSubscriptions(tb.broker)).to.deep.equal([]);
     } finally { await c.close(); }
   });

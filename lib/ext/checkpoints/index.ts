@@ -142,6 +142,17 @@ function mayManage(b: BrokerContext, user: string, sub: Subscription): boolean {
   return sub.user === user || b.extensions.authorize(user, 'manage', sub.queue);
 }
 
+/**
+ * A durable sow_and_subscribe whose events depend on what it delivered before (`oof`
+ * notices, a `top_n` page) resumes with a new snapshot rather than the events since its
+ * position: which records it holds is not kept, and without it the resumed link sent no
+ * `oof` and every event, in the page or not.
+ */
+function resumesBySnapshot(req: ConsumerRequest): boolean {
+  const { command, options } = commandOf(req);
+  return command === 'sow_and_subscribe' && (options.oof === true || options.top_n !== undefined);
+}
+
 /** A durable subscription's filters as one text, bookmark and checkpoint left out (they only say where it starts). */
 function subscriptionFilters(req: ConsumerRequest): string {
   const texts = req.filterTexts ?? new Map<string, string>();
@@ -174,6 +185,9 @@ export function checkpointsExtension(): Extension {
    * it, the new link resumes after it, and nothing is skipped (at worst delivered twice).
    */
   function openDurable(queue: Queue, req: ConsumerRequest, sink: DeliverySink, next: OpenNext): Consumer {
+    // The key is container-id NUL link name: a NUL in the container-id would make two
+    // (container, link) pairs one subscription.
+    if (req.containerId.includes('\u0000')) throw new TidemarkError(Conditions.invalidField, `container-id ${JSON.stringify(req.containerId)} holds a NUL character: it cannot name a durable subscription`);
     const key = subscriptionKey(req.containerId, req.linkName);
     const id = key.toString('latin1');
     let sub = durables.get(key);
@@ -196,7 +210,7 @@ export function checkpointsExtension(): Extension {
     if (!sub) sub = { queue: queue.name, position: null, created: queue.ctx.clock.now(), user: req.user, queueCreated: queue.def.created, filters };
     const dsink = new DurableSink(sink, durables, key, sub);
     let inner: Consumer;
-    if (sub.position !== null && queue.structure instanceof SowStructure) {
+    if (sub.position !== null && queue.structure instanceof SowStructure && !resumesBySnapshot(req)) {
       inner = new SowConsumer(queue.structure, { ...req, filters: new Map(req.filters) }, dsink, { command: 'subscribe', options: commandOf(req).options, replayAfter: sub.position, completedMarker: false, annotate: req.annotate });
     } else if (sub.position !== null && queue.structure instanceof ListStructure) {
       inner = queue.structure.openConsumer({ ...req, mode: 'copy' }, dsink, { startAfterScn: sub.position });
