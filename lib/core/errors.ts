@@ -14,6 +14,7 @@ export const Conditions = {
   resourceLimit: 'amqp:resource-limit-exceeded',
   resourceDeleted: 'amqp:resource-deleted',
   linkStolen: 'amqp:link:stolen',
+  messageSizeExceeded: 'amqp:link:message-size-exceeded',
   decodeError: 'amqp:decode-error',
   internal: 'amqp:internal-error',
   notAllowed: 'amqp:not-allowed',

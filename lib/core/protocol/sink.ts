@@ -1,6 +1,6 @@
 /** A DeliverySink over a rhea sender: what the core sees of an outgoing link. */
 import type { DeliverySink, Outcome, SendOptions } from '../queue/delivery.js';
-import { TidemarkError, amqpInfo } from '../errors.js';
+import { TidemarkError, Conditions, amqpInfo } from '../errors.js';
 import { FrameWriter } from './frame-writer.js';
 import { joinSplit, type SplitMessage } from '../../codec/message-bytes.js';
 
@@ -44,10 +44,15 @@ export class RheaSink implements DeliverySink {
     this.#sender = sender;
     this.id = id;
     this.presettled = sender.remote?.attach?.snd_settle_mode === 1;
+    const mms = Number(sender.remote?.attach?.max_message_size ?? 0);
+    this.#receiverMax = Number.isFinite(mms) && mms > 0 ? mms : 0;
     this.#maxUnsettled = maxUnsettled > 0 ? maxUnsettled : Infinity;
     this.#socket = sender.connection?.socket ?? NO_SOCKET;
     this.#maxPending = maxPendingBytes > 0 ? maxPendingBytes : Infinity;
   }
+
+  /** The receiver's max-message-size from its attach; 0 = none. */
+  readonly #receiverMax: number;
 
   /** One of our unsettled deliveries was settled by the receiver. */
   settledOne(): void { if (this.#unsettled > 0) this.#unsettled--; }
@@ -133,6 +138,17 @@ export class RheaSink implements DeliverySink {
 
   #send(payload: Buffer | SplitMessage, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {
     if (this.#closed) return;
+    // A message larger than the receiver's max-message-size is "a message-size-exceeded link
+    // error" [AMQP 2.7.3]: not sent, the link ends saying why (it was sent, and a strict
+    // client detached on it). What the link had acquired goes back with it.
+    const max = this.#receiverMax;
+    if (max > 0) {
+      const size = Buffer.isBuffer(payload) ? payload.length : payload.headEnd + payload.tail.length - payload.tailStart;
+      if (size > max) {
+        this.close(new TidemarkError(Conditions.messageSizeExceeded, `a message of ${size} bytes is larger than this receiver's max-message-size (${max}): not sent, and the link is detached; attach with a larger max-message-size (or none) to receive it`));
+        return;
+      }
+    }
     if (opts?.settled || this.presettled) {
       if (this.#sendDirect(payload, true)) return;
     } else {

@@ -68,6 +68,8 @@ export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extensio
   let timer: NodeJS.Timeout | undefined;
   /** Which of the extensions that act on a bookmark are enabled (set at start). */
   let enabled = { history: false, replay: false };
+  /** The largest record a delta may merge into (limits.maxMessageSize, set at start; queues are built before it). */
+  const recordLimit = { maxBytes: Infinity };
 
   const filters: FilterSpec[] = [
     { symbol: COMMAND, parse: (v) => ({ data: parseCommand(v) }) },
@@ -98,6 +100,7 @@ export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extensio
     configureQueue({ queue, arguments: args }) {
       if (args['sow.key'] === undefined) return;
       const s = new SowStructure(queue, { key: parseKeySpec(args['sow.key'] as string), historyGranularity: 0 });
+      s.recordLimit = recordLimit;
       s.openConsumerImpl = (st, req, sink) => {
         const c = commandOf(req);
         if (c.bookmark) throw unanswerableBookmark(queue, c.command);
@@ -149,6 +152,7 @@ export function sowExtension(opts: { expiryIntervalMs?: number } = {}): Extensio
       },
     },
     start(b: BrokerContext) {
+      recordLimit.maxBytes = b.config.limits.maxMessageSize;
       enabled = { history: b.extensions.has('history'), replay: b.extensions.has('replay') };
       timer = everySowQueue(b, opts.expiryIntervalMs ?? 1000, 'expiry', (s, now) => s.expiryDue(now), (s, now) => s.expireDue(now));
     },

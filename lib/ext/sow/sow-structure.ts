@@ -84,6 +84,8 @@ export class SowStructure implements QueueStructure {
   readonly needsStorage = true;
   readonly queue: Queue;
   readonly settings: SowSettings;
+  /** The largest record a delta may merge into (the broker's limits.maxMessageSize). */
+  recordLimit: { maxBytes: number } = { maxBytes: Infinity };
   readonly records = new Map<string, SowRecord>();
   /**
    * With granularity: each deleted key's tombstone (its SCN, time, and the newest superseded
@@ -247,6 +249,11 @@ export class SowStructure implements QueueStructure {
       // (A delta on a record whose TTL has passed, before the sweep logged its expiry, does
       // not merge into it: the record no longer exists, so the delta is the whole record.)
       bytes = mergeDelta(prev.bytes, json as Record<string, unknown>, q.name, msg.bytes);
+      // Each delta is within the limit, and their sum was not: a record the broker would
+      // refuse as one message grew without bound, and went out past what links announce.
+      if (bytes.length > this.recordLimit.maxBytes) {
+        throw new TidemarkError(Conditions.resourceLimit, `queue ${q.name}: this delta would make the record ${showKey(key)} ${bytes.length} bytes, over limits.maxMessageSize (${this.recordLimit.maxBytes}); nothing was changed`);
+      }
     } else {
       bytes = msg.bytes;
     }
