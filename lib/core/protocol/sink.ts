@@ -55,7 +55,12 @@ export class RheaSink implements DeliverySink {
   readonly #receiverMax: number;
 
   /** One of our unsettled deliveries was settled by the receiver. */
-  settledOne(): void { if (this.#unsettled > 0) this.#unsettled--; }
+  settledOne(): void {
+    if (this.#unsettled > 0) this.#unsettled--;
+    // A link stopped at maxUnsettledPerLink may send again. (server.ts also resumes a blocked
+    // link on the receiver's settlement, which frees rhea's session window as well.)
+    if (this.blocked && this.onUnblocked) setImmediate(() => { if (this.blocked && !this.#closed) this.onUnblocked?.(); });
+  }
 
   /** Link credit is there but the session's outgoing window is full (unsettled deliveries). */
   blocked = false;
@@ -332,12 +337,7 @@ export function deliverOutcome(delivery: any, type: string): void {
     // (with the receiver's outcome as the state: rhea warns of a settlement without one)
     delivery.update(true, delivery.remote_state?.described?.());
     const sink: RheaSink | undefined = delivery[SINK];
-    if (sink) {
-      delete delivery[SINK];
-      sink.settledOne();
-      // A link stopped at the limit sends again (as on a receiver's settlement, server.ts).
-      if (sink.blocked) setImmediate(() => { if (sink.blocked) sink.onUnblocked?.(); });
-    }
+    if (sink) { delete delivery[SINK]; sink.settledOne(); }
   }
   const cb: ((o: Outcome) => void) | undefined = delivery?.[OUTCOME];
   if (!cb) return;
