@@ -6,10 +6,9 @@
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { connect, openReceiver, openSender, collect, send, sendAll, sleep } from '../support/client.js';
+import { connect, openReceiver, openSender, collect, send, sendAll, sleep, createOnDemand } from '../support/client.js';
 import { setLogDestination, setLogLevel, getLogLevel } from '../../lib/core/log.js';
 
-const createOnDemand = (address: string, props: Record<string, unknown>) => ({ address, capabilities: ['create-on-demand', 'queue', 'durable'], dynamic_node_properties: props });
 
 describe('queue arguments (audit, session 17)', function () {
   this.timeout(30000);
@@ -40,15 +39,9 @@ describe('queue arguments (audit, session 17)', function () {
       const snd = await openSender(c, { dynamic: true, dynamic_node_properties: { 'qpid.last_value_queue_key': 'k' } });
       const address = snd.remote.attach.target.address as string;
       expect(tb.broker.nodes.get(address)!.arguments).to.deep.equal({ 'qpid.last_value_queue_key': 'k' });
-      await new Promise<void>((resolve) => {
-        let n = 0;
-        for (const [k, b] of [['a', 'a1'], ['b', 'b1'], ['a', 'a2']]) {
-          snd.send({ body: b, application_properties: { k } });
-        }
-        snd.on('accepted', () => { if (++n === 3) resolve(); });
-      });
-      const q = tb.broker.nodes.get(address)!;
-      expect(q.structure.stats().depth).to.equal(2);
+      const outcomes = await sendAll(snd, [['a', 'a1'], ['b', 'b1'], ['a', 'a2']].map(([k, body]) => ({ body, application_properties: { k } })));
+      expect(outcomes.map((o) => o.state)).to.deep.equal(['accepted', 'accepted', 'accepted']);
+      expect(tb.broker.nodes.get(address)!.structure.stats().depth).to.equal(2);
     } finally { await c.close(); }
   });
 

@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { r, connect, openSender, openReceiver, collect, send, sendAll, errorOf, isNullTerminus, type Conn } from '../support/client.js';
+import { r, connect, openSender, openReceiver, collect, send, sendAll, errorOf, isNullTerminus, createOnDemand, type Conn } from '../support/client.js';
 import { tmFilters, cmdOf, bodyJson } from '../support/sow-client.js';
 import { ManualClock } from '../../lib/index.js';
 import { amqpInfo } from '../../lib/core/errors.js';
@@ -12,7 +12,6 @@ import { amqpTypes } from '../../lib/codec/amqp.js';
 import { applyRheaPatches } from '../../lib/core/protocol/rhea-patches.js';
 
 const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
-const createOnDemand = (address: string, props: Record<string, unknown>) => ({ address, capabilities: ['create-on-demand', 'queue', 'durable'], dynamic_node_properties: props });
 
 /** Attaches a receiver; resolves with the reply's source, or the detach error. */
 function attachReceiver(c: Conn, source: any): Promise<{ source?: any; error?: { condition?: string; description?: string }; link: any }> {

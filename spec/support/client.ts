@@ -38,6 +38,9 @@ export function connect(url: string, opts: Record<string, unknown> = {}): Promis
 }
 
 /** rhea leaves a null terminus as a typed null. */
+/** A create-on-demand terminus as qpid::messaging sends it (wire.md 2.1): flat node properties. */
+export const createOnDemand = (address: string, props: Record<string, unknown>) => ({ address, capabilities: ['create-on-demand', 'queue', 'durable'], dynamic_node_properties: props });
+
 export function isNullTerminus(t: any): boolean { return t === null || t === undefined || (t?.type?.name === 'Null'); }
 
 /** condition/description of a link or connection error, whatever shape rhea left it in. */
