@@ -29,11 +29,6 @@ export interface Cursor<K = Buffer> {
   close(): Promise<void>;
 }
 
-/** True when `b` is valid UTF-8 (so it survives being passed to LevelDB as text). */
-function utf8RoundTrips(b: Buffer | undefined): boolean {
-  return b === undefined || Buffer.from(b.toString('utf8'), 'utf8').equals(b);
-}
-
 /**
  * TEST-ONLY fault injection (spec/integration/degradation.spec.ts): while set, every batch
  * first asks `fn`; an Error it returns fails the batch as a LevelDB write error would (disk
@@ -107,38 +102,6 @@ export class Store {
         return rows as Array<[Buffer, Buffer]>;
       },
       close: () => it.close(),
-    };
-  }
-
-  /**
-   * A cursor over a range whose keys all start with the same `skip` bytes (a table's queue
-   * prefix), giving the rest of each key as text. When those bytes are ASCII and the bounds
-   * valid UTF-8, LevelDB's binding makes each key's string itself: one character per prefix
-   * byte, so the text past `skip` characters is the rest of the key. That is cheaper than a
-   * Buffer per key and then a string from it (a sixth of a snapshot's reading, measured).
-   * Otherwise the same through Buffers.
-   */
-  textKeyCursor(opts: RangeOptions, skip: number): Cursor<string> {
-    const first = opts.gte ?? opts.gt;
-    let ascii = first !== undefined && first.length >= skip && !opts.keysOnly;
-    for (let i = 0; ascii && i < skip; i++) if (first![i] >= 0x80) ascii = false;
-    if (ascii && utf8RoundTrips(opts.gte) && utf8RoundTrips(opts.gt) && utf8RoundTrips(opts.lt) && utf8RoundTrips(opts.lte)) {
-      const it = this.#db.iterator({ highWaterMarkBytes: CURSOR_BATCH_BYTES, ...opts, keyEncoding: 'utf8' } as any) as any;
-      return {
-        async next(n: number) {
-          const rows = (await it.nextv(n)) as Array<[string, Buffer]>;
-          for (const r of rows) r[0] = r[0].slice(skip);
-          return rows;
-        },
-        close: () => it.close(),
-      };
-    }
-    const c = this.cursor(opts);
-    return {
-      async next(n: number) {
-        return (await c.next(n)).map(([k, v]): [string, Buffer] => [k.toString('utf8', skip), v]);
-      },
-      close: () => c.close(),
     };
   }
 

@@ -1,8 +1,9 @@
 /**
  * A receiver on a SOW queue: an optional snapshot (current, or historical at a bookmark),
- * then events by position. Everything is pulled under AMQP credit: snapshots stream from a
- * LevelDB snapshot, events from the ring of recent events or from the log, so a slow
- * consumer holds a cursor, not a buffer (architecture invariants 3 and 5).
+ * then events by position. Everything is pulled under AMQP credit: snapshots stream from
+ * the records in memory and a LevelDB snapshot (current-snapshot.ts, historical-scan.ts),
+ * events from the ring of recent events or from the log, so a slow consumer holds a cursor
+ * (a key list and a position), not a buffer of messages (architecture invariants 3 and 5).
  *
  * sow_and_subscribe at one SCN S (invariant 3): at a quiescent point of the committer the
  * store holds exactly the events <= S; the snapshot is read there and the event position
@@ -10,8 +11,7 @@
  */
 import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
-import type { Cursor, Snapshot } from '../../core/storage/store.js';
-import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn } from '../../core/storage/keyspace.js';
+import { CoreTables, scnKey, readScn } from '../../core/storage/keyspace.js';
 import { decodeEvent } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { MessageEnv } from '../../core/queue/filter-env.js';
@@ -21,8 +21,8 @@ import { jsonText } from '../../codec/json-body.js';
 import { compileOrderBy } from '../../filter/index.js';
 import { MarkerSink } from './marker-sink.js';
 import { encodeCheckpoint, checkpointMap, snapshotCheckpoint, snapshotCheckpointEncoder, type Checkpoint, type WindowTracker } from '../checkpoints/checkpoint.js';
-import { SOW } from './tables.js';
 import { HistoricalScan } from './historical-scan.js';
+import { CurrentSnapshot } from './current-snapshot.js';
 import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';
 import { PageIndex, type PageEntry } from './paging.js';
 import type { Command, CommandOptions } from './options.js';
@@ -81,9 +81,8 @@ export class SowConsumer implements Consumer {
   /** Snapshot rows ready to send. */
   #rows = new Fifo<Row>();
   #rowsDone = false;
-  /** The SOW table at the snapshot, keys as SOW keys. */
-  #snapshotCursor?: Cursor<string>;
-  #snapshotHandle?: Snapshot;
+  /** The current records at the snapshot's SCN (current-snapshot.ts). */
+  #snapshot?: CurrentSnapshot;
   #skipped = 0;
   #sent = 0;
   /** Last event SCN delivered or passed. */
@@ -196,9 +195,7 @@ export class SowConsumer implements Consumer {
       this.#replayTarget = S;
       this.#groupEndScn = S;
       this.#snapAt = q.ctx.clock.now();
-      this.#snapshotHandle = q.ctx.store.snapshot();
-      const prefix = queuePrefix(SOW, q.id);
-      this.#snapshotCursor = q.ctx.store.textKeyCursor({ gte: prefix, lt: prefixEnd(prefix), snapshot: this.#snapshotHandle }, prefix.length);
+      this.#snapshot = new CurrentSnapshot(this.#s, q.ctx.store, q.id, S);
       this.#phase = 'snapshot';
       if (this.#plan.options.order_by || this.#paging) this.#loadAllSorted().catch((err) => this.#fail(err));
       else this.pump();
@@ -233,10 +230,7 @@ export class SowConsumer implements Consumer {
       this.#position = boot.start;
       this.#groupEndScn = S;
       this.#snapAt = q.ctx.clock.now();
-      this.#snapshotHandle = q.ctx.store.snapshot();
-      const prefix = queuePrefix(SOW, q.id);
-      const gt = boot.resumeAfterKey !== undefined ? Buffer.concat([prefix, Buffer.from(boot.resumeAfterKey, 'utf8')]) : undefined;
-      this.#snapshotCursor = q.ctx.store.textKeyCursor({ ...(gt ? { gt } : { gte: prefix }), lt: prefixEnd(prefix), snapshot: this.#snapshotHandle }, prefix.length);
+      this.#snapshot = new CurrentSnapshot(this.#s, q.ctx.store, q.id, S, boot.resumeAfterKey);
       this.#phase = 'snapshot';
       this.pump();
     });
@@ -337,25 +331,23 @@ export class SowConsumer implements Consumer {
   }
 
   async #fetchSnapshotChunk(): Promise<void> {
-    if (this.#fetching || this.#rowsDone || !this.#snapshotCursor) return;
+    if (this.#fetching || this.#rowsDone || !this.#snapshot) return;
     this.#fetching = true;
     try {
-      const batch = await this.#snapshotCursor.next(SNAPSHOT_CHUNK);
+      const batch = await this.#snapshot.next(SNAPSHOT_CHUNK);
       // (the last tombstones go in before the snapshot is marked done: a pump during the release must not end it without them)
       if (batch.length === 0) { this.#mergeTombs(undefined); this.#rowsDone = true; await this.#releaseSnapshot(); }
       // A bootstrap snapshot resumed on a later link reads today's records: those changed after
       // the bootstrap's start SCN are left to catch-up (semantics.md 8), which replays them.
       const boot = this.#plan.checkpoint?.bootstrap;
       const start = boot?.start, since = boot?.since ?? 0;
-      for (const [k, v] of batch) {
-        const { meta, message } = decodeEvent(v);
-        if (SowStructure.expiredAt(meta.exp, this.#snapAt)) continue;
-        const scn = meta.w ?? 0;
-        if (start !== undefined && scn > start) continue;
+      for (const r of batch) {
+        if (SowStructure.expiredAt(r.exp, this.#snapAt)) continue;
+        if (start !== undefined && r.scn > start) continue;
         // An incremental bootstrap sends what changed from `since` on: the consumer has the rest.
-        if (scn < since) continue;
-        this.#mergeTombs(k);
-        this.#rows.push(meta.exp !== undefined ? { key: k, scn, ts: meta.ts, bytes: message, exp: meta.exp } : { key: k, scn, ts: meta.ts, bytes: message });
+        if (r.scn < since) continue;
+        this.#mergeTombs(r.key);
+        this.#rows.push(r);
       }
     } finally { this.#fetching = false; }
     this.pump();
@@ -365,10 +357,9 @@ export class SowConsumer implements Consumer {
   }
 
   async #releaseSnapshot(): Promise<void> {
-    const c = this.#snapshotCursor ?? this.#histStream, h = this.#snapshotHandle;
-    this.#snapshotCursor = undefined; this.#snapshotHandle = undefined; this.#histStream = undefined;
+    const c = this.#snapshot ?? this.#histStream;
+    this.#snapshot = undefined; this.#histStream = undefined;
     try { await c?.close(); } catch { /* closed */ }
-    try { await h?.close(); } catch { /* closed */ }
   }
 
   /** order_by (and a paginated subscription) needs every matching record before the first is sent. */
@@ -385,13 +376,10 @@ export class SowConsumer implements Consumer {
     const envs = new Map<Row, MessageEnv>();
     const rf = this.#plan.replaceFrom;
     for (;;) {
-      const batch = await this.#snapshotCursor!.next(1000);
+      const batch = await this.#snapshot!.next(1000);
       if (!batch.length) break;
-      for (const [k, v] of batch) {
-        const { meta, message } = decodeEvent(v);
-        if (SowStructure.expiredAt(meta.exp, this.#snapAt)) continue;
-        const r: Row = { key: k, scn: meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
-        if (meta.exp !== undefined) r.exp = meta.exp;
+      for (const r of batch) {
+        if (SowStructure.expiredAt(r.exp, this.#snapAt)) continue;
         const env = new MessageEnv(decodeMessage(r.bytes));
         if (this.#req.predicates.length && !this.#matches(env)) {
           // Replace: a record the old link delivered that no longer matches leaves focus.

@@ -20,6 +20,7 @@ import { extractKey, wellFormed, showKey, type KeySpec } from './sow-key.js';
 import { logger } from '../../core/log.js';
 import { amqpTypes } from '../../codec/amqp.js';
 import { ownCopy } from '../../codec/own-bytes.js';
+import { SortedKeys } from './sorted-keys.js';
 import { VersionIndex } from './version-index.js';
 import { Fifo } from '../../core/fifo.js';
 
@@ -46,7 +47,7 @@ export interface SowEvent {
   view?: any;
 }
 
-interface SowRecord { scn: number; ts: number; bytes: Buffer; lastKeptTs?: number; /** Absolute expiry, ms (TTL; never on a queue with history). */ exp?: number }
+export interface SowRecord { scn: number; ts: number; bytes: Buffer; lastKeptTs?: number; /** Absolute expiry, ms (TTL; never on a queue with history). */ exp?: number }
 /** Log/sow row metadata as the SOW writes it: the core's fields plus the expiry marker. */
 type SowMeta = EventMeta & { expired?: boolean };
 /** An expiry-heap entry; valid only while the key's record still has this SCN and expiry. */
@@ -318,9 +319,10 @@ export class SowStructure implements QueueStructure {
     // In-memory state moves now, so the next prepare in this batch sees it. (A failed batch
     // restores records, not tombstones: the key then keeps its tombstone whatever G says.)
     if (granular) { if (op === 'delete') this.#tombs.set(key, { scn, ts, lastKeptTs }); else if (tomb) this.#tombs.delete(key); }
-    if (op === 'delete') { if (prev) { this.records.delete(key); this.#bytes -= prev.bytes.length; } }
+    if (op === 'delete') { if (prev) { this.records.delete(key); this.#keys.removed(); this.#bytes -= prev.bytes.length; } }
     else {
       this.records.set(key, { scn, ts, bytes, lastKeptTs, ...(exp !== undefined ? { exp } : {}) });
+      if (!prev) this.#keys.added(key);
       this.#bytes += bytes.length - (prev?.bytes.length ?? 0);
       if (exp !== undefined) this.#heapPush({ exp, key, scn });
     }
@@ -426,6 +428,19 @@ export class SowStructure implements QueueStructure {
    */
   readonly #pending = new Map<string, PendingChange[]>();
 
+  /**
+   * Every key that may have a record at the last committed SCN, in UTF-8 byte order: the keys
+   * of `records`, and those of changes still being written (a delete on its way: the key
+   * still has its record at that SCN). A key created by a change on its way is listed too; a
+   * snapshot finds no record of it (current-snapshot.ts). The list is not to be changed.
+   */
+  snapshotKeys(): readonly string[] {
+    return this.#keys.list((key) => this.records.has(key), (key) => this.#pending.has(key));
+  }
+
+  /** The keys of `records` in byte order, kept between snapshots (sorted-keys.ts). */
+  readonly #keys = new SortedKeys();
+
   #settle(key: string, p: PendingChange, state: 'done' | 'failed'): void {
     p.state = state;
     const chain = this.#pending.get(key);
@@ -438,7 +453,7 @@ export class SowStructure implements QueueStructure {
       const cur = this.records.get(key);
       if (cur !== target) {
         if (cur) this.#bytes -= cur.bytes.length;
-        if (target) { this.records.set(key, target); this.#bytes += target.bytes.length; } else this.records.delete(key);
+        if (target) { this.records.set(key, target); this.#bytes += target.bytes.length; if (!cur) this.#keys.added(key); } else { this.records.delete(key); this.#keys.removed(); }
       }
     }
     // Drop settled changes from the front; a failed one hands its `before` on.
@@ -479,6 +494,7 @@ export class SowStructure implements QueueStructure {
       const key = sowKeyOf(k);
       const exp = this.hasHistory ? undefined : meta.exp;
       this.records.set(key, { scn, ts: meta.ts, bytes: Buffer.from(message), ...(exp !== undefined ? { exp } : {}) });
+      this.#keys.load(key); // table order: sorted
       if (exp !== undefined) this.#heapPush({ exp, key, scn });
       this.#bytes += message.length;
       max = Math.max(max, scn);
