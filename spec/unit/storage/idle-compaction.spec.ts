@@ -50,6 +50,24 @@ describe('IdleCompactor', () => {
     await c.close();
   });
 
+  it('one batch interleaving many ranges (more than it sums in its own list) counts each range\'s bytes to that range', async () => {
+    // 12 queues, ops interleaved as a SOW publish's are: each range gets 10 x ~1 KiB. A range
+    // whose fake size is 5 KiB holds less than was written to it (compacted); one of 20 KiB
+    // holds more (left to LevelDB). Wrongly summed bytes would flip one of the two.
+    const sizes: Record<string, number> = {};
+    for (let q = 1; q <= 12; q++) sizes[Buffer.from([0x10, 0, 0, 0, q]).toString('hex')] = q % 2 ? 5 * 1024 : 20 * 1024;
+    const st = fakeStore(sizes);
+    const c = new IdleCompactor(st, { idleMs: 10, afterMB: 0.1, maxMB: 512 });
+    const ops: BatchOp[] = [];
+    for (let i = 0; i < 10; i++) for (let q = 1; q <= 12; q++) ops.push({ type: 'put', key: scnKey(0x10, q, i), value: Buffer.alloc(1000) });
+    c.written(ops);
+    expect(c.pendingRanges).to.equal(12);
+    await waitFor(() => c.stats.passes === 1, 'a pass');
+    expect(st.calls.map((x) => parseInt(x.slice(8, 10), 16)).sort((a, b) => a - b)).to.deep.equal([1, 3, 5, 7, 9, 11]);
+    expect(c.stats).to.include({ ranges: 6, older: 6 });
+    await c.close();
+  });
+
   it('once afterMB are written and nothing follows for idleMs, compacts exactly the [table][queue] ranges written', async () => {
     const st = fakeStore();
     const c = new IdleCompactor(st, { idleMs: 30, afterMB: 1, maxMB: 512 });
