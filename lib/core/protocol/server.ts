@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import rhea from 'rhea';
 import { installRawCapture, rawBytes } from './raw-message.js';
 import { RheaSink, deliverOutcome } from './sink.js';
+import { dropUnwrittenOnDetach, forgetUnsettled } from './sender-detach.js';
 import { FrameWriter } from './frame-writer.js';
 import { capabilities, nodeProperties, filters as sourceFilters, expandQpidAddress } from './terminus.js';
 import { TidemarkError, Conditions, toAmqpError, amqpInfo } from '../errors.js';
@@ -91,6 +92,8 @@ export interface ProtocolBackend {
   readonly stats: { connections: number; links: number };
   /** A peer sent `bytes`: the broker is in use (idle-time work waits). */
   onActivity?(bytes: number): void;
+  /** Runs `fn` once every write queued so far is durable (acknowledged messages' removals included). */
+  whenStored?(fn: () => void): void;
 }
 
 interface LinkState { outstandingBytes?: number; ready?: boolean; sink?: RheaSink; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
@@ -765,6 +768,8 @@ export class AmqpServer {
     const sender = ctx.sender;
     sender.local.attach.max_message_size = this.#backend.config.limits.maxMessageSize;
     hardenSenderCredit(sender);
+    // Nothing of this link is sent after its detach (sender-detach.ts).
+    dropUnwrittenOnDetach(sender);
     let source = sender.remote.attach?.source;
     const st = this.#linkState(sender);
     this.#backend.stats.links++;
@@ -829,6 +834,8 @@ export class AmqpServer {
     const sink = new RheaSink(sender, `${req.containerId}/${req.linkName}`, limits.maxUnsettledPerLink, limits.maxPendingBytesPerConnection);
     st.sink = sink;
     sink.onUnblocked = () => { if (st.ready) st.consumer?.onCredit(); };
+    const whenStored = this.#backend.whenStored?.bind(this.#backend);
+    if (whenStored) sink.whenStored = whenStored;
     st.queue = q;
     try {
       st.consumer = this.#backend.openConsumer(q, req, sink);
@@ -846,6 +853,8 @@ export class AmqpServer {
     link[STATE] = undefined;
     // detach with closed=true ends a durable subscription; a plain detach or a lost connection keeps it [AMQP 2.6.6]
     try { st.consumer?.close({ linkClosed: link.remote?.detach?.closed === true }); } catch (err) { log.error('consumer close failed', { err }); }
+    // Released by the core now: the session stops waiting for the peer to settle them (sender-detach.ts).
+    if (st.sink) forgetUnsettled(link);
     for (const fn of st.onClose) { try { fn(); } catch (err) { log.error('link close hook failed', { err }); } }
   }
 

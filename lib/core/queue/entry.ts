@@ -16,6 +16,8 @@ export class Entry {
   deliveryCount = 0;
   /** The consumer holding it acquired, if any. */
   acquiredBy: object | null = null;
+  /** A link has acquired it once: a header first-acquirer=true no longer holds [AMQP 3.2.1]. */
+  acquiredBefore = false;
   /** Gone from the queue (consumed, expired, dropped, replaced, purged). */
   removed = false;
   /** Dropped by a prepared event whose batch is not yet durable (it leaves when it is). */

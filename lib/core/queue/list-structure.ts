@@ -427,8 +427,12 @@ export class ListConsumer implements Consumer {
 
   deliver(e: Entry, now: number): void {
     const h = e.header;
-    const needHeader = e.deliveryCount > 0 || e.expiresAt !== undefined;
-    const header = needHeader ? { ...h, delivery_count: (h.delivery_count ?? 0) + e.deliveryCount, ttl: e.expiresAt !== undefined ? Math.max(1, e.expiresAt - now) : h.ttl } : null;
+    // first-acquirer says no other link acquired it [AMQP 3.2.1]: not true once one has
+    // (a publisher's header saying true was sent as is on every redelivery).
+    const notFirst = e.acquiredBefore && h.first_acquirer === true;
+    const needHeader = e.deliveryCount > 0 || e.expiresAt !== undefined || notFirst;
+    const header = needHeader ? { ...h, delivery_count: (h.delivery_count ?? 0) + e.deliveryCount, ttl: e.expiresAt !== undefined ? Math.max(1, e.expiresAt - now) : h.ttl, ...(notFirst ? { first_acquirer: false } : null) } : null;
+    if (this.acquiring) e.acquiredBefore = true;
     const ann = this.opts.annotate ? this.opts.annotate(e) : null;
     const bytes = header || ann ? rewriteMessage(e.bytes, e.sections, header, ann) : rewriteMessage(e.bytes, e.sections, null, null);
     this.structure.queue.counters.delivered++;
