@@ -127,6 +127,8 @@ export class Broker implements BrokerContext, ProtocolBackend {
     log.info('stopped');
   }
 
+  whenStored(fn: () => void): void { this.committer.whenWritten(fn); }
+
   onActivity(bytes: number): void {
     this.#compactor?.activity();
     this.#idleMemory?.received(bytes);

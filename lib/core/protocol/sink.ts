@@ -66,6 +66,11 @@ export class RheaSink implements DeliverySink {
   blocked = false;
   /** Called when a blocked link may send again (set by the server to the consumer's onCredit). */
   onUnblocked?: () => void;
+  /**
+   * Runs `fn` once every write queued so far is durable (set by the server to the committer's
+   * whenWritten): a receiver in rcv-settle-mode second is settled then. Default: at once.
+   */
+  whenStored: (fn: () => void) => void = (fn) => fn();
   #retry: NodeJS.Timeout | undefined;
 
   /** Transfers handed to rhea but not written yet (rhea takes link credit only when writing). */
@@ -332,13 +337,27 @@ export function deliverOutcome(delivery: any, type: string): void {
     if (sink) { delete delivery[SINK]; sink.settledOne(); }
   } else if (delivery && !delivery.settled) {
     // An outcome the receiver has not settled: its rcv-settle-mode is `second` [AMQP 2.8.3],
-    // it settles once we have. Settled here, so it counts against no limit (a link in that
-    // mode stopped at maxUnsettledPerLink, the deliveries never settled on either side).
-    // (with the receiver's outcome as the state: rhea warns of a settlement without one)
-    delivery.update(true, delivery.remote_state?.described?.());
+    // it settles once we have, and takes our settlement as its outcome being final. So we
+    // settle once what the outcome did (an accepted message's removal) is on disk: settled
+    // before, a kill -9 brought back messages the receiver had been told were gone (audit,
+    // session 18). Settled at all, so it counts against no limit (a link in that mode stopped
+    // at maxUnsettledPerLink, the deliveries never settled on either side).
     const sink: RheaSink | undefined = delivery[SINK];
-    if (sink) { delete delivery[SINK]; sink.settledOne(); }
+    if (sink) delete delivery[SINK];
+    applyOutcome(delivery, type); // the core queues what the outcome changes
+    const settle = () => {
+      // (with the receiver's outcome as the state: rhea warns of a settlement without one)
+      if (!delivery.settled && delivery.link?.is_open?.() !== false) delivery.update(true, delivery.remote_state?.described?.());
+      sink?.settledOne();
+    };
+    if (sink) sink.whenStored(settle); else settle();
+    return;
   }
+  applyOutcome(delivery, type);
+}
+
+/** Hands the receiver's outcome of one of our deliveries to the core (once). */
+function applyOutcome(delivery: any, type: string): void {
   const cb: ((o: Outcome) => void) | undefined = delivery?.[OUTCOME];
   if (!cb) return;
   delete delivery[OUTCOME];

@@ -39,6 +39,8 @@ export class Committer {
   #scheduled = false;
   #quiescent: Array<() => void> = [];
   #idleWaiters: Array<() => void> = [];
+  /** whenWritten() callers: each waits for the first `end` ops of #ops (those queued before it). */
+  #writtenWaiters: Array<{ end: number; fn: () => void }> = [];
   readonly stats: CommitStats = { batches: 0, groups: 0, totalLatencyMs: 0, maxGroups: 0 };
   /** Observers of each finished batch (metrics). */
   onBatch?: (groups: number, ms: number) => void;
@@ -55,6 +57,16 @@ export class Committer {
     for (const op of ops) this.#ops.push(op);
     this.#callbacks.push(cb);
     this.#groupEnds.push(this.#ops.length);
+    this.#schedule();
+  }
+
+  /**
+   * Runs `fn` once everything queued so far (events and quiet ops alike) is durable, or its
+   * batch failed: a receiver in rcv-settle-mode second is answered only once the removal its
+   * outcome made is on disk. No group of its own: waiters ride on the batches being written.
+   */
+  whenWritten(fn: () => void): void {
+    this.#writtenWaiters.push({ end: this.#ops.length, fn });
     this.#schedule();
   }
 
@@ -99,16 +111,21 @@ export class Committer {
   #flush(): void {
     if (this.#inFlight) return;
     if (this.#ops.length === 0 && this.#callbacks.length === 0) {
+      // Nothing queued and nothing in flight: everything is written.
+      const ww = this.#writtenWaiters; this.#writtenWaiters = [];
+      for (const x of ww) { try { x.fn(); } catch (e) { log.error('written callback threw', { err: e }); } }
       const w = this.#idleWaiters; this.#idleWaiters = [];
       for (const r of w) r();
       return;
     }
     let ops = this.#ops, cbs = this.#callbacks;
+    let taken = ops.length;
     if (cbs.length > this.#maxBatch) {
       // At most maxBatch groups per batch, split at a group boundary; the rest is the next
       // batch. Smaller batches settle sooner, so a producer with a bounded window keeps sending
       // while the next one is written instead of waiting for one large batch.
       const end = this.#groupEnds[this.#maxBatch - 1];
+      taken = end;
       ops = this.#ops.slice(0, end);
       cbs = this.#callbacks.slice(0, this.#maxBatch);
       this.#ops = this.#ops.slice(end);
@@ -118,6 +135,16 @@ export class Committer {
       this.#ops = []; this.#callbacks = []; this.#groupEnds = [];
     }
     if (this.#retry.length) { ops = this.#retry.concat(ops); this.#retry = []; } // older, so first
+    // Waiters for no more than this batch takes are answered with it; the others wait on.
+    let written: Array<() => void> | undefined;
+    if (this.#writtenWaiters.length) {
+      const rest: Array<{ end: number; fn: () => void }> = [];
+      for (const w of this.#writtenWaiters) {
+        if (w.end <= taken) (written ??= []).push(w.fn);
+        else rest.push({ end: w.end - taken, fn: w.fn });
+      }
+      this.#writtenWaiters = rest;
+    }
     this.#inFlight = true;
     const started = performance.now();
     const done = (err?: Error) => {
@@ -136,6 +163,7 @@ export class Committer {
       for (const cb of cbs) {
         try { cb(err); } catch (e) { log.error('commit callback threw', { err: e }); }
       }
+      if (written) for (const fn of written) { try { fn(); } catch (e) { log.error('written callback threw', { err: e }); } }
       const q = this.#quiescent; this.#quiescent = [];
       for (const fn of q) {
         try { fn(); } catch (e) { log.error('quiescent callback threw', { err: e }); }

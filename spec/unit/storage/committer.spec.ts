@@ -59,6 +59,31 @@ describe('Committer', () => {
     expect(c.stats.maxGroups).to.equal(3);
   });
 
+  it('whenWritten runs once everything queued before it is written: with the batch taking it, not one before; at once when nothing is pending', async () => {
+    const store = new FakeStore();
+    const c = new Committer(store as unknown as Store, 2);
+    const done: string[] = [];
+    c.add([put('g1')], () => done.push('g1'));
+    await tick(); // g1 in flight
+    c.addQuiet([put('q1')]); // (an acknowledged message's removal: queued behind g1)
+    c.whenWritten(() => done.push('w1'));
+    c.add([put('g2')], () => done.push('g2'));
+    c.add([put('g3')], () => done.push('g3'));
+    c.add([put('g4')], () => done.push('g4'));
+    c.addQuiet([put('q2')]);
+    c.whenWritten(() => done.push('w2')); // waits for q2, past the split after g3
+    expect(names(await finishNext(store))).to.deep.equal(['g1']);
+    expect(done, 'g1 is not what w1 waits for').to.deep.equal(['g1']);
+    expect(names(await finishNext(store))).to.deep.equal(['q1', 'g2', 'g3']);
+    expect(done).to.deep.equal(['g1', 'g2', 'g3', 'w1']);
+    expect(names(await finishNext(store))).to.deep.equal(['g4', 'q2']);
+    expect(done).to.deep.equal(['g1', 'g2', 'g3', 'w1', 'g4', 'w2']);
+    c.whenWritten(() => done.push('w3')); // nothing pending: on the next turn, no batch
+    await tick(); await tick();
+    expect(done.at(-1)).to.equal('w3');
+    expect(store.pending).to.have.length(0);
+  });
+
   it('without more than maxBatch groups waiting, everything goes in one batch', async () => {
     const store = new FakeStore();
     const c = new Committer(store as unknown as Store, 300);
