@@ -86,4 +86,41 @@ describe('SOW snapshots stay at their SCN while records change (current-snapshot
       } finally { await c.close(); }
     });
   }
+
+  it('a historical query takes unchanged records from memory and changed ones from history: each key as it was at the bookmark', async function () {
+    const url = b.get().url;
+    const c = await connect(url);
+    try {
+      const name = 'snapcons.hist';
+      const snd = await openSender(c, { address: name, capabilities: ['create-on-demand', 'queue'], dynamic_node_properties: { 'sow.key': '/id', 'sow.history.window': '1h', 'sow.history.granularity': '0s' } });
+      const n = 600;
+      await sendAll(snd, Array.from({ length: n }, (_, i) => ({ body: JSON.stringify({ id: key(i), v: 0 }) })));
+      // After SCN n: every 3rd key republished, every 5th deleted (the others stay as they were).
+      const later: any[] = [];
+      for (let i = 0; i < n; i++) {
+        if (i % 5 === 1) later.push({ message_annotations: { 'x-opt-tm-op': 'delete' }, body: JSON.stringify({ id: key(i) }) });
+        else if (i % 3 === 0) later.push({ body: JSON.stringify({ id: key(i), v: 1 }) });
+      }
+      await sendAll(snd, later);
+      const asOf = async (bookmark: string) => {
+        const rc = await connect(url);
+        try {
+          const rcv = await openReceiver(rc, { address: name, filter: tmFilters({ command: 'sow', bookmark }) });
+          const got = await collect(rcv, { credit: 1000, idleMs: 3000, until: (m) => cmdOf(m) === 'group_end' });
+          return got.filter((m) => cmdOf(m) === 'sow').map((m) => `${keyOf(m)}=${bodyJson(m).v}@${scnOf(m)}`);
+        } finally { await rc.close(); }
+      };
+      expect(await asOf(String(n)), 'at SCN n: every key at v0, with the SCN it was written at').to.deep.equal(Array.from({ length: n }, (_, i) => `${key(i)}=0@${i + 1}`));
+      const now = await asOf(String(n + later.length));
+      const want: string[] = [];
+      let scn = n;
+      const scnOfLater = new Map<number, number>();
+      for (let i = 0; i < n; i++) if (i % 5 === 1 || i % 3 === 0) scnOfLater.set(i, ++scn);
+      for (let i = 0; i < n; i++) {
+        if (i % 5 === 1) continue;
+        want.push(i % 3 === 0 ? `${key(i)}=1@${scnOfLater.get(i)}` : `${key(i)}=0@${i + 1}`);
+      }
+      expect(now).to.deep.equal(want);
+    } finally { await c.close(); }
+  });
 });

@@ -4,7 +4,9 @@
  *
  * The version index (version-index.ts) names each key's answer, so the scan visits every
  * key once, in key order, and reads exactly the picked `hist` rows: one getMany per chunk
- * of keys, at one LevelDB snapshot, the next chunk read while this one is sent.
+ * of keys, at one LevelDB snapshot, the next chunk read while this one is sent. A key whose
+ * answer is its current record (unchanged since S) takes it from memory instead, as a
+ * current snapshot does (current-snapshot.ts: a record is never changed once made).
  * Open it at a quiescent point of the committer (nothing being written): the index and the
  * snapshot then hold the same versions, and the index holds back removals until close().
  */
@@ -12,6 +14,7 @@ import type { Snapshot, Store } from '../../core/storage/store.js';
 import { decodeEvent } from '../../core/engine/event-record.js';
 import { histKey } from './tables.js';
 import type { VersionIndex } from './version-index.js';
+import type { SowRecord } from './sow-structure.js';
 
 /** A record of the answer: its key, the SCN and time of the version, the message bytes. */
 export interface HistoricalRow { key: string; scn: number; ts: number; bytes: Buffer }
@@ -24,10 +27,16 @@ const CHUNK = 1000;
  */
 const AHEAD = 2;
 
-interface Chunk { keys: string[]; scns: number[]; values: Promise<Array<Buffer | undefined>> }
+interface Chunk {
+  /** Rows taken from memory, and for each one read its place in `rows`. */
+  rows: Array<HistoricalRow | undefined>;
+  at: number[]; keys: string[]; scns: number[];
+  values: Promise<Array<Buffer | undefined>>;
+}
 
 export class HistoricalScan {
   readonly #store: Store;
+  readonly #records: ReadonlyMap<string, SowRecord>;
   readonly #qid: number;
   readonly #index: VersionIndex;
   readonly #S: number;
@@ -39,8 +48,9 @@ export class HistoricalScan {
   #closed = false;
 
   /** `S` is the point asked for, `committed` the last committed SCN now (versions above it are not in the snapshot). */
-  constructor(store: Store, qid: number, index: VersionIndex, S: number, committed: number) {
+  constructor(store: Store, records: ReadonlyMap<string, SowRecord>, qid: number, index: VersionIndex, S: number, committed: number) {
     this.#store = store;
+    this.#records = records;
     this.#qid = qid;
     this.#index = index;
     this.#S = Math.min(S, committed);
@@ -52,15 +62,17 @@ export class HistoricalScan {
   #read(): Chunk | undefined {
     const all = this.#reader.keys;
     if (this.#pos >= all.length) return undefined;
-    const keys: string[] = [], scns: number[] = [], rows: Buffer[] = [];
+    const rows: Array<HistoricalRow | undefined> = [], at: number[] = [], keys: string[] = [], scns: number[] = [], reads: Buffer[] = [];
     const end = Math.min(all.length, this.#pos + CHUNK);
     for (; this.#pos < end; this.#pos++) {
       const key = all[this.#pos];
       const scn = this.#index.versionAt(key, this.#S);
       if (scn === undefined) continue;
-      keys.push(key); scns.push(scn); rows.push(histKey(this.#qid, key, scn));
+      const r = this.#records.get(key);
+      if (r !== undefined && r.scn === scn) { rows.push({ key, scn, ts: r.ts, bytes: r.bytes }); continue; }
+      at.push(rows.length); rows.push(undefined); keys.push(key); scns.push(scn); reads.push(histKey(this.#qid, key, scn));
     }
-    return { keys, scns, values: rows.length ? this.#store.getMany(rows, this.#snapshot) : Promise.resolve([]) };
+    return { rows, at, keys, scns, values: reads.length ? this.#store.getMany(reads, this.#snapshot) : Promise.resolve([]) };
   }
 
   /** The next rows of the answer (possibly none), or undefined once the scan is complete. */
@@ -74,15 +86,15 @@ export class HistoricalScan {
     const chunk = this.#ahead.shift();
     if (!chunk) { await this.close(); return undefined; }
     const values = await chunk.values;
-    const rows: HistoricalRow[] = [];
+    const rows = chunk.rows;
     for (let i = 0; i < chunk.keys.length; i++) {
       const v = values[i];
       if (!v) continue; // (not possible at a quiescent point; defensive)
       const { meta, message } = decodeEvent(v);
-      if (meta.op === 'delete') continue;
-      rows.push({ key: chunk.keys[i], scn: chunk.scns[i], ts: meta.ts, bytes: message });
+      if (meta.op === 'delete') continue; // a tombstone: no record at S
+      rows[chunk.at[i]] = { key: chunk.keys[i], scn: chunk.scns[i], ts: meta.ts, bytes: message };
     }
-    return rows;
+    return chunk.at.length ? rows.filter((r): r is HistoricalRow => r !== undefined) : rows as HistoricalRow[];
   }
 
   async close(): Promise<void> {

@@ -445,7 +445,7 @@ export class SowConsumer implements Consumer {
   #historical(S: number): Promise<void> {
     const q = this.#s.queue;
     return new Promise<HistoricalScan | undefined>((resolve) => q.ctx.committer.atQuiescentPoint(() => {
-      resolve(this.#closed ? undefined : new HistoricalScan(q.ctx.store, q.id, this.#s.versions, S, q.committedScn));
+      resolve(this.#closed ? undefined : new HistoricalScan(q.ctx.store, this.#s.records, q.id, this.#s.versions, S, q.committedScn));
     })).then((scan) => scan && this.#historicalFrom(scan, S));
   }
 
