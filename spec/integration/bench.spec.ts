@@ -38,6 +38,18 @@ describe('tidemark-bench (smoke)', function () {
     expect(res.stderr).to.match(/publish cpu\s+broker CPU µs\/msg/);
   });
 
+  it('with --broker-pid, reports the broker CPU per record of the sow and historical queries', async () => {
+    const { res, out, A: r } = await benchOk('cpusow', [
+      '--workloads', 'sow,historical', '--sow-keys', '300', '--sow-versions', '2', '--broker-pid', String(process.pid),
+    ], 80000);
+    for (const w of ['sow', 'historical']) {
+      expect(r[w].records, w).to.equal(300);
+      expect(r[w].broker_cpu_us_per_msg, w).to.be.a('number').and.greaterThan(0);
+      expect(out.summary[`${w} cpu`]).to.include({ unit: 'broker CPU µs/record', better: 'lower' });
+    }
+    expect(res.stderr).to.match(/sow cpu\s+broker CPU µs\/record/);
+  });
+
   it('with --vs and both PIDs, waits before each side until both brokers have been idle for two seconds', async () => {
     // Both sides are the test broker (this process): a run of one round, ratios of ~1.
     const pid = String(process.pid);

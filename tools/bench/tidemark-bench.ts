@@ -165,7 +165,7 @@ main(async () => {
         // SCN numbering: the sow query's group_end is the last committed SCN; the dataset's first event is group_end - events + 1.
         let lastScn = -1;
         if (sowWanted.some((w) => w !== 'bootstrap')) {
-          const sq = await guarded(() => W.sowQuery(t, d.queue, load.window, progress, undefined, d.keys, argv['query-timeout'] * 1000) as any);
+          const sq = await guarded(() => W.withBrokerCpu(brokerPid, 'records', () => W.sowQuery(t, d.queue, load.window, progress, undefined, d.keys, argv['query-timeout'] * 1000)) as any);
           if (workloads.includes('sow')) out.sow = sq;
           lastScn = typeof sq.group_end_scn === 'number' ? (sq.group_end_scn as number) : -1;
         }
@@ -173,7 +173,7 @@ main(async () => {
         if (workloads.includes('historical')) {
           const atVersion = Math.ceil(versions / 2);
           const scn = base + keys * atVersion;
-          const h = await guarded(() => W.sowQuery(t, d.queue, load.window, progress, String(scn), d.keys, argv['query-timeout'] * 1000) as any);
+          const h = await guarded(() => W.withBrokerCpu(brokerPid, 'records', () => W.sowQuery(t, d.queue, load.window, progress, String(scn), d.keys, argv['query-timeout'] * 1000)) as any);
           out.historical = { ...h, bookmark_scn: scn, as_of_version: atVersion, keys, versions };
         }
         if (workloads.includes('replay')) {
@@ -209,9 +209,9 @@ main(async () => {
   const rows: Array<[string, Workload, { key: string; unit: string; better: 'higher' | 'lower' }]> = workloads.map((w) => [w, w, METRIC[w]]);
   // Broker CPU per message (with --broker-pid / --vs-broker-pid): on a small shared machine the
   // client's own CPU caps both brokers' rates, so this is the figure that compares the brokers.
-  for (const w of ['publish', 'consume'] as const) {
+  for (const w of ['publish', 'consume', 'sow', 'historical'] as const) {
     if (workloads.includes(w) && roundsOut.some((ro) => typeof ro.results.A?.[w]?.broker_cpu_us_per_msg === 'number')) {
-      rows.push([`${w} cpu`, w, { key: 'broker_cpu_us_per_msg', unit: 'broker CPU µs/msg', better: 'lower' }]);
+      rows.push([`${w} cpu`, w, { key: 'broker_cpu_us_per_msg', unit: w === 'sow' || w === 'historical' ? 'broker CPU µs/record' : 'broker CPU µs/msg', better: 'lower' }]);
     }
   }
   for (const [name, w, m] of rows) {

@@ -7,11 +7,14 @@ import { Store } from '../../../lib/core/storage/store.js';
 import { encodeEvent } from '../../../lib/core/engine/event-record.js';
 import { sowKey } from '../../../lib/ext/sow/tables.js';
 import { tempDir } from '../../support/broker.js';
+import { encodeMessage, decodeMessage } from '../../../lib/codec/message-bytes.js';
 import { sortBytewise } from '../../../lib/ext/sow/version-index.js';
 import { SortedKeys } from '../../../lib/ext/sow/sorted-keys.js';
 
 const QID = 3;
-const msg = (s: string) => Buffer.from(s, 'utf8');
+/** A record's message: an AMQP message whose body is the text (snapshots index its sections). */
+const msg = (s: string) => encodeMessage({ body: s });
+const text = (b: Buffer) => String(decodeMessage(b).body);
 
 /** A SOW table and its records in memory, kept in step as the structure keeps them. */
 class Fixture {
@@ -46,7 +49,7 @@ async function all(s: CurrentSnapshot, n: number): Promise<SnapshotRow[]> {
   }
   throw new Error('the snapshot did not end');
 }
-const show = (rows: SnapshotRow[]) => rows.map((r) => `${r.key}@${r.scn}=${r.bytes.toString('utf8')}${r.exp !== undefined ? `/exp ${r.exp}` : ''}`);
+const show = (rows: SnapshotRow[]) => rows.map((r) => `${r.key}@${r.scn}=${text(r.bytes)}${r.exp !== undefined ? `/exp ${r.exp}` : ''}`);
 
 describe('CurrentSnapshot (SOW records at an SCN)', () => {
   let dir: string, store: Store;
