@@ -147,12 +147,17 @@ export class VersionIndex {
     if (e.length === 0) this.#empty++;
   }
 
-  /** The newest version of `key` at or below `S`, or undefined. */
-  versionAt(key: string, S: number): number | undefined {
+  /**
+   * The newest version of `key` at or below `S`, or undefined. With `newest`, also says
+   * whether that version is the key's newest one here: only then can it be the key's current
+   * record (a later version in the index was committed, so the record moved past it), and a
+   * scan asks the records map for no other key.
+   */
+  versionAt(key: string, S: number, newest?: { is: boolean }): number | undefined {
     const e = this.#entries.get(key);
     if (!e) return undefined;
     const i = bound(e, S, true) - 1; // the last SCN <= S
-
+    if (newest) newest.is = i === e.length - 1;
     return i < 0 ? undefined : at(e, i);
   }
 

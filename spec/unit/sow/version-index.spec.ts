@@ -40,6 +40,23 @@ describe('VersionIndex', () => {
     expect(x.size).to.equal(2);
   });
 
+  it("versionAt says whether the version it picks is the key's newest (only then can it be the current record)", () => {
+    const x = new VersionIndex();
+    for (const scn of [3, 8, 20]) x.add('k', scn);
+    for (let scn = 1; scn <= 40; scn++) x.add('deep', scn * 2); // past the plain-array size
+    const newest = { is: true };
+    expect(x.versionAt('k', 10, newest)).to.equal(8);
+    expect(newest.is).to.equal(false);
+    expect(x.versionAt('k', 20, newest)).to.equal(20);
+    expect(newest.is).to.equal(true);
+    expect(x.versionAt('k', 2, newest)).to.equal(undefined);
+    expect(newest.is).to.equal(false);
+    expect(x.versionAt('deep', 79, newest)).to.equal(78);
+    expect(newest.is).to.equal(false);
+    expect(x.versionAt('deep', 1000, newest)).to.equal(80);
+    expect(newest.is).to.equal(true);
+  });
+
   it('a reader sees keys in byte order, new keys merged in by the next reader, and removals wait for it', () => {
     const x = new VersionIndex();
     x.load('a', 1); x.load('c', 2); x.load('\ud83d\ude00', 3); // recovery: table order
