@@ -83,3 +83,14 @@ export function eventTs(value: Buffer): number {
 export function eventIsDelete(value: Buffer): boolean {
   return value[0] === 2 ? (value[1] & 3) === 3 : decodeEvent(value).meta.op === 'delete';
 }
+
+/** The message bytes of an event record, a view into it (the metadata skipped, not decoded). */
+export function eventMessage(value: Buffer): Buffer {
+  if (value[0] !== 2) return decodeEvent(value).message;
+  const flags = value[1];
+  let pos = 10;
+  if (flags & F_W) pos += 8;
+  if (flags & F_EXP) pos += 8;
+  if (flags & F_KEY) pos += 4 + value.readUInt32BE(pos);
+  return value.subarray(pos);
+}

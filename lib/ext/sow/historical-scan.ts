@@ -13,7 +13,7 @@
  * snapshot then hold the same versions, and the index holds back removals until close().
  */
 import type { Snapshot, Store } from '../../core/storage/store.js';
-import { decodeEvent } from '../../core/engine/event-record.js';
+import { eventIsDelete, eventMessage, eventTs } from '../../core/engine/event-record.js';
 import { histKey } from './tables.js';
 import type { VersionIndex } from './version-index.js';
 import type { SowRecord } from './sow-structure.js';
@@ -93,9 +93,8 @@ export class HistoricalScan {
     for (let i = 0; i < chunk.keys.length; i++) {
       const v = values[i];
       if (!v) continue; // (not possible at a quiescent point; defensive)
-      const { meta, message } = decodeEvent(v);
-      if (meta.op === 'delete') continue; // a tombstone: no record at S
-      rows[chunk.at[i]] = { key: chunk.keys[i], scn: chunk.scns[i], ts: meta.ts, bytes: message };
+      if (eventIsDelete(v)) continue; // a tombstone: no record at S
+      rows[chunk.at[i]] = { key: chunk.keys[i], scn: chunk.scns[i], ts: eventTs(v), bytes: eventMessage(v) };
     }
     return chunk.at.length ? rows.filter((r): r is HistoricalRow => r !== undefined) : rows as HistoricalRow[];
   }

@@ -1,6 +1,6 @@
 /** lib/core/engine/event-record.ts: the log/SOW/history row format, current (v2) and older (v1). */
 import { expect } from 'chai';
-import { encodeEvent, decodeEvent, eventTs, eventIsDelete, type EventMeta } from '../../../lib/core/engine/event-record.js';
+import { encodeEvent, decodeEvent, eventTs, eventIsDelete, eventMessage, type EventMeta } from '../../../lib/core/engine/event-record.js';
 
 const msg = Buffer.from([0x00, 0x53, 0x77, 0xa1, 0x02, 0x68, 0x69]); // amqp-value "hi"
 
@@ -30,6 +30,7 @@ describe('event records', () => {
       expect(Buffer.compare(back.message, msg)).to.equal(0);
       expect(eventTs(row)).to.equal(meta.ts);
       expect(eventIsDelete(row)).to.equal(meta.op === 'delete');
+      expect(Buffer.compare(eventMessage(row), msg)).to.equal(0);
     });
   }
 
@@ -40,6 +41,7 @@ describe('event records', () => {
     expect(Buffer.compare(decodeEvent(row).message, msg)).to.equal(0);
     expect(eventTs(row)).to.equal(5);
     expect(eventIsDelete(row)).to.equal(true);
+    expect(Buffer.compare(eventMessage(row), msg)).to.equal(0);
   });
 
   it('refuses an unknown version and an unknown op', () => {
