@@ -153,6 +153,15 @@ const cases: Case[] = [
     expect(await c.waitFor((x) => !!x.find('begin') || !!x.find('close'), 3000)).to.equal(true);
   } },
   { layer: 'performative', name: 'attach on a channel without a session', async run({ raw }) { const c = await raw(); c.write(F.AMQP_HEADER, F.open(), F.attach({ channel: 3 })); await expectClose(c, FRAMING); } },
+  { layer: 'performative', name: 'a detach after the client\'s own close (rhea answers a broker detach that crossed its close): the close is answered without error', async run({ opened }) {
+    const c = await opened(); c.write(receiverAttach('crossed', F.source({ address: t.str('hostile.crossed') })));
+    expect(await c.waitFor((x) => !!x.find('attach'), 3000)).to.equal(true);
+    c.write(F.close(), F.detach(0));
+    expect(await c.waitClosed(3000), 'the broker ends the connection').to.equal(true);
+    const close = c.find('close');
+    expect(close, 'the broker answers the close').to.not.equal(undefined);
+    expect(close!.error, `close: ${close!.error?.description}`).to.equal(undefined);
+  } },
   { layer: 'performative', name: 'close before open', async run({ raw }) { const c = await raw(); c.write(F.AMQP_HEADER, F.close()); expect(await c.waitClosed(3000)).to.equal(true); } },
   { layer: 'performative', name: 'transfer on an unattached handle', async run({ opened }) { const c = await opened(); c.write(F.transfer({ handle: t.uint(7) })); await expectEnd(c, 'amqp:session:unattached-handle'); } },
   { layer: 'performative', name: 'flow on an unattached handle', async run({ opened }) { const c = await opened(); c.write(F.flow({ handle: t.uint(9), linkCredit: t.uint(10), deliveryCount: t.uint(0) })); await expectEnd(c, 'amqp:session:unattached-handle'); } },

@@ -103,6 +103,8 @@ const MAX_PENDING_BYTES = 64 * 1024 * 1024;
 const HARDEN = Symbol('tidemark.harden');
 /** A connection accepted over limits.maxConnections, only to be told so at its open. */
 const OVER_LIMIT = Symbol('tidemark.over-limit');
+/** The peer's close has been read: frames after it are left alone (see the guards below). */
+const PEER_CLOSED = Symbol('tidemark.peer-closed');
 /** Over-limit connections being refused at once; more are reset. */
 const MAX_REFUSALS_AT_ONCE = 16;
 /** How long an over-limit connection may take to open and hear why before it is reset. */
@@ -400,10 +402,16 @@ export class AmqpServer {
       }
       return r;
     };
+    // A frame after the peer's own close is not one "before open": rhea, closing while our
+    // detach of one of its links is on the way, answers that detach after its close. Nothing
+    // is left to act on; answering the close with a framing error (as before) told a client
+    // that closed cleanly that it had broken the protocol.
+    const onClose = conn.on_close;
+    conn.on_close = function (frame: any) { conn[PEER_CLOSED] = true; return onClose.call(conn, frame); };
     const onBegin = conn.on_begin;
     const channelMax = this.#backend.config.limits.maxSessionsPerConnection - 1;
     conn.on_begin = function (frame: any) {
-      if (!conn.state.remote_open) throw new ProtocolError('begin before open');
+      if (!conn.state.remote_open) { if (conn[PEER_CLOSED]) return; throw new ProtocolError('begin before open'); }
       if (conn[OVER_LIMIT]) return; // refused at its open: nothing it sends after is acted on
       if (frame.channel > channelMax) {
         // [AMQP 2.7.1] a channel beyond the channel-max we announced: framing-error.
@@ -416,7 +424,7 @@ export class AmqpServer {
     for (const name of ['transfer', 'flow', 'detach', 'disposition', 'attach', 'end']) {
       const orig = conn['on_' + name];
       conn['on_' + name] = function (frame: any) {
-        if (!conn.state.remote_open) throw new ProtocolError(`${name} before open`);
+        if (!conn.state.remote_open) { if (conn[PEER_CLOSED]) return; throw new ProtocolError(`${name} before open`); }
         if (conn[OVER_LIMIT]) return;
         const session = conn.remote_channel_map[frame.channel];
         const handle = frame.performative?.handle;
