@@ -14,6 +14,8 @@ export interface RangeOptions {
   snapshot?: Snapshot;
   /** Skip values (keys only). */
   keysOnly?: boolean;
+  /** false: the blocks read are not kept in LevelDB's block cache (a background scan of cold rows). */
+  fillCache?: boolean;
 }
 
 /** Bytes one cursor step may gather before it returns: above the row counts asked for of small messages, a bound for large ones. */

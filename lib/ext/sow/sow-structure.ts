@@ -886,7 +886,9 @@ export class SowStructure implements QueueStructure {
     let prev = from;
     let seen = 0;
     let finished = false;
-    const cursor = q.ctx.store.cursor({ ...(from ? { gt: from.k } : { gte: hp }), lt: prefixEnd(hp) });
+    // A background pass over every version: its blocks stay out of the block cache, which
+    // keeps the blocks live traffic and queries use.
+    const cursor = q.ctx.store.cursor({ ...(from ? { gt: from.k } : { gte: hp }), lt: prefixEnd(hp), fillCache: false });
     try {
       for (;;) {
         if (seen >= maxRows) break;

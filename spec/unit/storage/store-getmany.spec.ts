@@ -36,4 +36,30 @@ describe('Store getMany', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('a cursor with fillCache off reads every row and leaves the block cache as it was', async () => {
+    const dir = tempDir();
+    const store = await Store.open(dir);
+    try {
+      const rows = 4000;
+      const key = (i: number) => scnKey(0x10, 4, i);
+      await store.batch(Array.from({ length: rows }, (_, i) => ({ type: 'put' as const, key: key(i + 1), value: Buffer.alloc(1000, i % 251) })), false);
+      await store.compactRange(key(0), key(rows + 1));
+      const scan = async (fillCache: boolean) => {
+        let n = 0;
+        for await (const [, v] of store.rows({ gte: key(0), lt: key(rows + 1), fillCache }, 500)) { expect(v[0]).to.equal(n % 251); n++; }
+        return n;
+      };
+      const before = store.approximateMemoryUsage();
+      expect(await scan(false)).to.equal(rows);
+      const afterCold = store.approximateMemoryUsage();
+      expect(await scan(true)).to.equal(rows);
+      const afterWarm = store.approximateMemoryUsage();
+      expect(afterCold - before, 'cold scan grew the cache').to.be.below(256 * 1024);
+      expect(afterWarm - afterCold, 'default scan fills the cache').to.be.above(2 * 1024 * 1024);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
