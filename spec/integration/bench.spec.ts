@@ -40,10 +40,11 @@ describe('tidemark-bench (smoke)', function () {
 
   it('with --broker-pid, reports the broker CPU per record of the sow and historical queries', async () => {
     const { res, out, A: r } = await benchOk('cpusow', [
-      '--workloads', 'sow,historical', '--sow-keys', '300', '--sow-versions', '2', '--broker-pid', String(process.pid),
+      // (enough records that a query takes several of the 10 ms CPU ticks /proc counts in)
+      '--workloads', 'sow,historical', '--sow-keys', '3000', '--sow-versions', '2', '--broker-pid', String(process.pid),
     ], 80000);
     for (const w of ['sow', 'historical']) {
-      expect(r[w].records, w).to.equal(300);
+      expect(r[w].records, w).to.equal(3000);
       expect(r[w].broker_cpu_us_per_msg, w).to.be.a('number').and.greaterThan(0);
       expect(out.summary[`${w} cpu`]).to.include({ unit: 'broker CPU µs/record', better: 'lower' });
     }

@@ -10,7 +10,18 @@ import { useBroker } from '../support/broker.js';
 import { connect, openSender, openReceiver, sendAll, collect, type Received } from '../support/client.js';
 import { tmFilters, cmdOf, scnOf, keyOf, bodyJson } from '../support/sow-client.js';
 
-const sowQueue = (name: string) => ({ address: name, capabilities: ['create-on-demand', 'queue'], dynamic_node_properties: { 'sow.key': '/id' } });
+const sowQueue = (name: string, args: Record<string, unknown> = {}) => ({ address: name, capabilities: ['create-on-demand', 'queue'], dynamic_node_properties: { 'sow.key': '/id', ...args } });
+/**
+ * The queue kinds whose records a snapshot reads differently (sow-structure.ts "Where records
+ * live"): without history from `sow` rows; with history from each key's version at S in `hist`;
+ * with granularity too, where an event after S deletes the version at S it supersedes (each key
+ * gets a version before the one current at S, so the one at S is not the kept one).
+ */
+const KINDS = [
+  { kind: 'no history', args: {}, versionsBefore: 1 },
+  { kind: 'history', args: { 'sow.history.window': '1h' }, versionsBefore: 1 },
+  { kind: 'history with granularity', args: { 'sow.history.window': '1h', 'sow.history.granularity': '1h' }, versionsBefore: 2 },
+];
 const K = 3000; // more than the link reads ahead of its credit (SNAPSHOT_CHUNK + LOW_WATER)
 const key = (i: number) => `k${String(i).padStart(5, '0')}`;
 
@@ -24,15 +35,18 @@ describe('SOW snapshots stay at their SCN while records change (current-snapshot
   this.timeout(60000);
   const b = useBroker();
 
-  for (const command of ['sow', 'sow_and_subscribe']) {
-    it(`${command}: the records are the state at group_end's SCN, whatever is published, deleted and created meanwhile`, async function () {
+  for (const { kind, args, versionsBefore } of KINDS) for (const command of ['sow', 'sow_and_subscribe']) {
+    it(`${command}, ${kind}: the records are the state at group_end's SCN, whatever is published, deleted and created meanwhile`, async function () {
       const url = b.get().url;
       const c = await connect(url);
       try {
-        const name = `snapcons.${command}`;
-        const snd = await openSender(c, sowQueue(name));
-        const initial = await sendAll(snd, Array.from({ length: K }, (_, i) => ({ body: JSON.stringify({ id: key(i), v: 0 }) })));
-        expect(initial.every((o) => o.state === 'accepted')).to.equal(true);
+        const name = `snapcons.${command}.${kind.replace(/ /g, '-')}`;
+        const snd = await openSender(c, sowQueue(name, args));
+        for (let v = 1 - versionsBefore; v <= 0; v++) {
+          const initial = await sendAll(snd, Array.from({ length: K }, (_, i) => ({ body: JSON.stringify({ id: key(i), v }) })));
+          expect(initial.every((o) => o.state === 'accepted')).to.equal(true);
+        }
+        const S = K * versionsBefore;
 
         const rc = await connect(url);
         const rcv = await openReceiver(rc, { address: name, filter: tmFilters({ command }) });
@@ -55,20 +69,20 @@ describe('SOW snapshots stay at their SCN while records change (current-snapshot
         const out = await sendAll(snd, changes);
         expect(out.every((o) => o.state === 'accepted')).to.equal(true);
 
-        const rest = await collect(rcv, { credit: 1000, idleMs: 3000, until: (m) => command === 'sow' ? cmdOf(m) === 'group_end' : cmdOf(m) === 'publish' && scnOf(m) === K + changes.length });
+        const rest = await collect(rcv, { credit: 1000, idleMs: 3000, until: (m) => command === 'sow' ? cmdOf(m) === 'group_end' : cmdOf(m) === 'publish' && scnOf(m) === S + changes.length });
         const all = [...got, ...rest];
         const endAt = all.findIndex((m) => cmdOf(m) === 'group_end');
         expect(endAt, 'group_end').to.be.greaterThan(0);
-        expect(scnOf(all[endAt]), 'the snapshot is at the last SCN before the changes').to.equal(K);
+        expect(scnOf(all[endAt]), 'the snapshot is at the last SCN before the changes').to.equal(S);
         const records = all.slice(0, endAt).filter((m) => cmdOf(m) === 'sow');
         expect(records.map(keyOf), 'every key as it was, none created since, in key order').to.deep.equal(Array.from({ length: K }, (_, i) => key(i)));
-        const stale = records.filter((m) => bodyJson(m).v !== 0 || scnOf(m) > K);
+        const stale = records.filter((m) => bodyJson(m).v !== 0 || scnOf(m) > S || scnOf(m) <= S - K);
         expect(stale.map((m) => `${keyOf(m)}@${scnOf(m)}`), 'records changed after the snapshot').to.deep.equal([]);
 
         if (command === 'sow_and_subscribe') {
           // Then the changes as events, each once, in SCN order: snapshot + events = the state now.
           const events = all.slice(endAt + 1).filter((m) => ['publish', 'delete'].includes(cmdOf(m)));
-          expect(events.map(scnOf)).to.deep.equal(Array.from({ length: changes.length }, (_, i) => K + 1 + i));
+          expect(events.map(scnOf)).to.deep.equal(Array.from({ length: changes.length }, (_, i) => S + 1 + i));
           const state = new Map(records.map((m) => [keyOf(m), bodyJson(m).v]));
           for (const m of events) {
             if (cmdOf(m) === 'delete') state.delete(keyOf(m));

@@ -16,12 +16,14 @@
  * a string made per row by the binding, then the row's decode); the key list sorted and
  * looked up in memory ~0.2-0.5 us, sort included (docs/performance.md, session 18).
  *
+ * A changed key is read where the structure keeps its record at S: its `sow` row, or in a
+ * queue with history its version at S in `hist` (sow-structure.ts "Where records live").
+ *
  * Open it at a quiescent point of the committer, as the iterator was: every event <= S is
  * then durable and its record in memory, and the LevelDB snapshot holds exactly them.
  */
 import type { Snapshot, Store } from '../../core/storage/store.js';
 import { decodeEvent } from '../../core/engine/event-record.js';
-import { sowKey } from './tables.js';
 import { compareBytewise } from './version-index.js';
 import type { SowRecord } from './sow-structure.js';
 
@@ -33,12 +35,17 @@ export interface RecordSource {
   readonly records: ReadonlyMap<string, SowRecord>;
   /** Every key that may have a record at the last committed SCN, in UTF-8 byte order (see SowStructure.snapshotKeys). */
   snapshotKeys(): readonly string[];
+  /** The row of `key`'s record at S and, where the row does not say it, its SCN; none if it had none (see SowStructure.recordRowAt). */
+  recordRowAt(key: string, S: number): { row: Buffer; scn?: number } | undefined;
+  /** Keeps the rows recordRowAt names at S readable until the release (SowStructure.holdRecordRows). */
+  holdRecordRows(): () => void;
 }
 
 export class CurrentSnapshot {
   readonly #records: ReadonlyMap<string, SowRecord>;
+  readonly #source: RecordSource;
   readonly #store: Store;
-  readonly #qid: number;
+  readonly #release: () => void;
   readonly #S: number;
   readonly #snapshot: Snapshot;
   readonly #keys: readonly string[];
@@ -46,12 +53,13 @@ export class CurrentSnapshot {
   #closed = false;
 
   /** `S`: the last committed SCN now; `afterKey`: start after this key (a resumed bootstrap). */
-  constructor(source: RecordSource, store: Store, qid: number, S: number, afterKey?: string) {
+  constructor(source: RecordSource, store: Store, S: number, afterKey?: string) {
     this.#records = source.records;
+    this.#source = source;
     this.#store = store;
-    this.#qid = qid;
     this.#S = S;
     this.#snapshot = store.snapshot();
+    this.#release = source.holdRecordRows();
     const keys = source.snapshotKeys();
     if (afterKey !== undefined) {
       let lo = 0, hi = keys.length;
@@ -66,8 +74,8 @@ export class CurrentSnapshot {
     const keys = this.#keys, records = this.#records, S = this.#S;
     let rows: Array<SnapshotRow | undefined> = [];
     while (!this.#closed && rows.length === 0 && this.#pos < keys.length) {
-      // Keys changed since S: their place in `rows`, their key, their table key.
-      const at: number[] = [], changed: string[] = [], reads: Buffer[] = [];
+      // Keys changed since S: their place in `rows`, their key, their row and its SCN if known.
+      const at: number[] = [], changed: string[] = [], reads: Buffer[] = [], scns: Array<number | undefined> = [];
       const end = Math.min(keys.length, this.#pos + n);
       for (; this.#pos < end; this.#pos++) {
         const key = keys[this.#pos];
@@ -75,7 +83,9 @@ export class CurrentSnapshot {
         if (r !== undefined && r.scn <= S) {
           rows.push(r.exp !== undefined ? { key, scn: r.scn, ts: r.ts, bytes: r.bytes, exp: r.exp } : { key, scn: r.scn, ts: r.ts, bytes: r.bytes });
         } else {
-          at.push(rows.length); rows.push(undefined); changed.push(key); reads.push(sowKey(this.#qid, key));
+          const where = this.#source.recordRowAt(key, S);
+          if (where === undefined) continue; // no version at S: created since
+          at.push(rows.length); rows.push(undefined); changed.push(key); reads.push(where.row); scns.push(where.scn);
         }
       }
       if (reads.length === 0) break;
@@ -89,8 +99,9 @@ export class CurrentSnapshot {
         const v = values[i];
         if (!v) { absent++; continue; } // no record at S: the key was created (or re-created) since
         const { meta, message } = decodeEvent(v);
+        if (meta.op === 'delete') { absent++; continue; } // its version at S is a tombstone
         // (a copy: the row's bytes outlive the value read, which holds the event's metadata too)
-        const row: SnapshotRow = { key: changed[i], scn: meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
+        const row: SnapshotRow = { key: changed[i], scn: scns[i] ?? meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
         if (meta.exp !== undefined) row.exp = meta.exp;
         rows[at[i]] = row;
       }
@@ -107,6 +118,7 @@ export class CurrentSnapshot {
     if (this.#closed) return;
     this.#closed = true;
     try { await this.#reading; } catch { /* closing anyway */ }
+    this.#release();
     await this.#snapshot.close();
   }
 }

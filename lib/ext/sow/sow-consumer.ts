@@ -195,7 +195,7 @@ export class SowConsumer implements Consumer {
       this.#replayTarget = S;
       this.#groupEndScn = S;
       this.#snapAt = q.ctx.clock.now();
-      this.#snapshot = new CurrentSnapshot(this.#s, q.ctx.store, q.id, S);
+      this.#snapshot = new CurrentSnapshot(this.#s, q.ctx.store, S);
       this.#phase = 'snapshot';
       if (this.#plan.options.order_by || this.#paging) this.#loadAllSorted().catch((err) => this.#fail(err));
       else this.pump();
@@ -230,7 +230,7 @@ export class SowConsumer implements Consumer {
       this.#position = boot.start;
       this.#groupEndScn = S;
       this.#snapAt = q.ctx.clock.now();
-      this.#snapshot = new CurrentSnapshot(this.#s, q.ctx.store, q.id, S, boot.resumeAfterKey);
+      this.#snapshot = new CurrentSnapshot(this.#s, q.ctx.store, S, boot.resumeAfterKey);
       this.#phase = 'snapshot';
       this.pump();
     });

@@ -11,17 +11,17 @@ import type { BatchOp } from '../../core/storage/store.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
 import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
 import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn, scnBytes } from '../../core/storage/keyspace.js';
-import { encodeEvent, decodeEvent, eventTs, eventIsDelete, type EventMeta } from '../../core/engine/event-record.js';
+import { encodeEvent, decodeEvent, eventTs, eventIsDelete, eventMessage, type EventMeta } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions, type Condition } from '../../core/errors.js';
 import { jsonBody, jsonText, MAX_JSON_DEPTH, rawSections, jsonObjectMembers, mapEntries, encodeAmqpValue, type RawSection } from '../../codec/json-body.js';
 import { encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
-import { sowKey, sowKeyOf, histKey, parseHistKey, sameHistKey, timeKey, tombKey, tombKeyOf, tombFloorKey, encodeTombFloor, decodeTombFloor, TIME, HIST, SOW, TOMB } from './tables.js';
+import { sowKey, sowKeyOf, histKey, parseHistKey, sameHistKey, timeKey, tombKey, tombKeyOf, tombFloorKey, encodeTombFloor, decodeTombFloor, formKey, RECORDS_IN_HIST, TIME, HIST, SOW, TOMB } from './tables.js';
 import { extractKey, wellFormed, showKey, type KeySpec } from './sow-key.js';
 import { logger } from '../../core/log.js';
 import { amqpTypes } from '../../codec/amqp.js';
 import { ownCopy } from '../../codec/own-bytes.js';
 import { SortedKeys } from './sorted-keys.js';
-import { VersionIndex } from './version-index.js';
+import { VersionIndex, sortBytewise } from './version-index.js';
 import { Fifo } from '../../core/fifo.js';
 
 const log = logger('sow');
@@ -112,6 +112,8 @@ export class SowStructure implements QueueStructure {
   readonly #tombRows = new Map<string, number>();
   /** The floor row is stored or on its way: tombstone rows are trusted at recovery only with it. */
   #floorStored = false;
+  /** With history: the `form` row is stored or on its way (see "Where records live"). */
+  #formStored = false;
   /** Deletes in SCN order, to drop the oldest (entries whose key was re-created or deleted again are skipped). */
   readonly #deletedOrder = new Fifo<{ key: string; scn: number }>();
   /** Deletes from this SCN on are all in #deleted. */
@@ -295,7 +297,11 @@ export class SowStructure implements QueueStructure {
       ops.push({ type: 'put', key: histKey(q.id, key, scn), value: encodeEvent({ ts, op: op === 'delete' ? 'delete' : 'publish' }, op === 'delete' ? Buffer.alloc(0) : bytes) });
       histAdded++;
     }
-    if (op === 'delete') {
+    // With history the version just written is the record (see "Where records live").
+    let formRow = false;
+    if (this.hasHistory) {
+      if (!this.#formStored) { ops.push({ type: 'put', key: formKey(q.id), value: RECORDS_IN_HIST }); this.#formStored = formRow = true; }
+    } else if (op === 'delete') {
       if (prev) ops.push({ type: 'del', key: sowKey(q.id, key) });
     } else {
       ops.push({ type: 'put', key: sowKey(q.id, key), value: encodeEvent({ ts, op: 'publish', key, w: scn, ...(exp !== undefined ? { exp } : {}) }, bytes) });
@@ -362,6 +368,7 @@ export class SowStructure implements QueueStructure {
           if (tombRowBefore === undefined) this.#tombRows.delete(key); else this.#tombRows.set(key, tombRowBefore);
         }
         if (floorRow) this.#floorStored = false;
+        if (formRow) this.#formStored = false;
       },
     };
   }
@@ -438,6 +445,22 @@ export class SowStructure implements QueueStructure {
     return this.#keys.list((key) => this.records.has(key), (key) => this.#pending.has(key));
   }
 
+  /**
+   * Where `key`'s record at S is stored, for a current snapshot (current-snapshot.ts) taken
+   * at S, the last committed SCN, at a quiescent point: its `sow` row, or with history its
+   * version at S (its SCN known here); none if the key had no version then.
+   */
+  recordRowAt(key: string, S: number): { row: Buffer; scn?: number } | undefined {
+    if (!this.hasHistory) return { row: sowKey(this.queue.id, key) };
+    const scn = this.versions.versionAt(key, S);
+    return scn === undefined ? undefined : { row: histKey(this.queue.id, key, scn), scn };
+  }
+
+  /** Keeps the rows a snapshot taken now may read where recordRowAt says, until the release. */
+  holdRecordRows(): () => void {
+    return this.hasHistory ? this.versions.holdRemovals() : () => {};
+  }
+
   /** The keys of `records` in byte order, kept between snapshots (sorted-keys.ts). */
   readonly #keys = new SortedKeys();
 
@@ -482,22 +505,37 @@ export class SowStructure implements QueueStructure {
     this.ring.splice(0, count);
   }
 
+  /**
+   * Where records live. A queue without history keeps each key's record in the `sow` table, a
+   * row per key rewritten by every event. A queue with history writes every version to `hist`
+   * anyway, the current one too (the sweep never purges a key's newest version), so there the
+   * record is its key's newest `hist` version (none, or a tombstone: no record) and no `sow` row
+   * is written: one row and one copy of the message less per event (docs/performance.md,
+   * session 20). The `form` row says a queue's records are in `hist`. A queue stored without
+   * it (by an earlier Tidemark, or served without the history extension) has `sow` rows, which
+   * recovery moves over; one with it started without the history extension gets them back.
+   */
   async recover(): Promise<number> {
     const q = this.queue;
     const store = q.ctx.store;
-    // Current records.
     const sp = queuePrefix(SOW, q.id);
+    const recordsInHist = (await store.get(formKey(q.id))) !== undefined;
     let max = 0;
-    for await (const [k, v] of store.rows({ gte: sp, lt: prefixEnd(sp) })) {
-      const { meta, message } = decodeEvent(v);
-      const scn = meta.w ?? 0;
-      const key = sowKeyOf(k);
-      const exp = this.hasHistory ? undefined : meta.exp;
-      this.records.set(key, { scn, ts: meta.ts, bytes: Buffer.from(message), ...(exp !== undefined ? { exp } : {}) });
-      this.#keys.load(key); // table order: sorted
-      if (exp !== undefined) this.#heapPush({ exp, key, scn });
-      this.#bytes += message.length;
-      max = Math.max(max, scn);
+    if (recordsInHist) {
+      // (rows left by a move to `hist` cut short after its batch: stale, and never read)
+      await store.clearRange(sp, prefixEnd(sp));
+    } else {
+      for await (const [k, v] of store.rows({ gte: sp, lt: prefixEnd(sp) })) {
+        const { meta, message } = decodeEvent(v);
+        const scn = meta.w ?? 0;
+        const key = sowKeyOf(k);
+        const exp = this.hasHistory ? undefined : meta.exp;
+        this.records.set(key, { scn, ts: meta.ts, bytes: Buffer.from(message), ...(exp !== undefined ? { exp } : {}) });
+        this.#keys.load(key); // table order: sorted
+        if (exp !== undefined) this.#heapPush({ exp, key, scn });
+        this.#bytes += message.length;
+        max = Math.max(max, scn);
+      }
     }
     // Log bounds, and the last events into the ring.
     const lp = queuePrefix(CoreTables.log, q.id);
@@ -513,17 +551,19 @@ export class SowStructure implements QueueStructure {
     }
     if (last.length === RING_CAPACITY && this.ring.length) this.ringFloor = this.ring[0].scn - 1;
     this.logCount = await countRange(store, lp);
+    // With granularity, per key: the newest superseded version kept (lastKeptTs) and, for a
+    // deleted key, its tombstone. Applied once the records are known.
+    const keptTs = new Map<string, number>();
+    const tombs = new Map<string, { scn: number; ts: number; lastKeptTs?: number }>();
     if (this.hasHistory) {
       // One pass over the history: the version index, the count, and for granularity the
-      // newest superseded version kept per key (lastKeptTs; G = 0 needs no values then).
+      // newest superseded version kept per key (G = 0 needs no values then).
       const hp = queuePrefix(HIST, q.id);
       const G = this.settings.historyGranularity > 0;
       let prevKey = '', prevTs: number | undefined, prevScn = 0, prevTomb = false, lastKept: number | undefined, n = 0;
-      // The end of a key's group: its record's lastKeptTs, or its tombstone if it is deleted.
       const endGroup = () => {
-        const r = this.records.get(prevKey);
-        if (r) r.lastKeptTs = lastKept;
-        else if (prevTomb) this.#tombs.set(prevKey, { scn: prevScn, ts: prevTs!, lastKeptTs: lastKept });
+        if (lastKept !== undefined) keptTs.set(prevKey, lastKept);
+        if (prevTomb) tombs.set(prevKey, { scn: prevScn, ts: prevTs!, lastKeptTs: lastKept });
       };
       const cursor = store.cursor({ gte: hp, lt: prefixEnd(hp), keysOnly: !G });
       try {
@@ -551,10 +591,101 @@ export class SowStructure implements QueueStructure {
       // Superseded versions may be due: the first sweep passes over them all to find out.
       if (n > 0) this.#earliestSupersede = -Infinity;
     }
+    if (recordsInHist) max = Math.max(max, await this.#recordsFromHist());
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
     if (head) max = Math.max(max, readScn(head, 0) - 1);
+    if (!recordsInHist && this.hasHistory) await this.#moveRecordsToHist(max, tombs);
+    for (const [key, t] of keptTs) { const r = this.records.get(key); if (r) r.lastKeptTs = t; }
+    for (const [key, t] of tombs) if (!this.records.has(key)) this.#tombs.set(key, t);
     await this.#recoverTombstones(max);
     return max;
+  }
+
+  /**
+   * Recovery of a queue whose records are in `hist` (see "Where records live"): each key's
+   * newest version, read in chunks by point reads; a tombstone is no record. Started without
+   * the history extension, the queue is served without history (its rows kept for when the
+   * extension is back): its records go back to `sow` rows, and the `form` row goes.
+   */
+  async #recordsFromHist(): Promise<number> {
+    const q = this.queue;
+    const store = q.ctx.store;
+    const newest = this.hasHistory ? [...this.versions.newest()] : await newestHistVersions(store, q.id);
+    let max = 0;
+    const keys: string[] = [];
+    for (let i = 0; i < newest.length; i += 1000) {
+      const chunk = newest.slice(i, i + 1000);
+      const values = await store.getMany(chunk.map(([key, scn]) => histKey(q.id, key, scn)), undefined, false);
+      for (let j = 0; j < chunk.length; j++) {
+        const v = values[j];
+        const [key, scn] = chunk[j];
+        max = Math.max(max, scn);
+        if (!v || eventIsDelete(v)) continue;
+        const bytes = ownCopy(eventMessage(v));
+        this.records.set(key, { scn, ts: eventTs(v), bytes });
+        this.#bytes += bytes.length;
+        keys.push(key);
+      }
+    }
+    sortBytewise(keys);
+    for (const key of keys) this.#keys.load(key);
+    if (this.hasHistory) { this.#formStored = true; return max; }
+    log.warn('queue with history started without the history extension: served without history, its records back in sow rows', { queue: q.name, records: this.records.size });
+    const ops: BatchOp[] = [];
+    for (const [key, r] of this.records) ops.push({ type: 'put', key: sowKey(q.id, key), value: encodeEvent({ ts: r.ts, op: 'publish', key, w: r.scn }, r.bytes) });
+    ops.push({ type: 'del', key: formKey(q.id) });
+    await store.batch(ops, true);
+    return max;
+  }
+
+  /**
+   * Recovery of a queue with history stored with `sow` rows (an earlier Tidemark, or served
+   * without the history extension): the `sow` rows say what the records are. Where `hist`
+   * disagrees (events while the extension was off are not in it), it is made to agree: a
+   * record's version is added, and a key deleted meanwhile gets a tombstone at the head `max`
+   * (when it was deleted is not known). The `form` row goes in the same batch; then the `sow`
+   * rows go.
+   */
+  async #moveRecordsToHist(max: number, tombs: Map<string, { scn: number; ts: number; lastKeptTs?: number }>): Promise<void> {
+    const q = this.queue;
+    const store = q.ctx.store;
+    const ops: BatchOp[] = [];
+    const now = q.ctx.clock.now();
+    const newestOf = new Map<string, number>(this.versions.newest());
+    // Keys with versions but no record: their newest version must be a tombstone.
+    const unrecorded = [...newestOf].filter(([key]) => !this.records.has(key));
+    let fixed = 0;
+    for (let i = 0; i < unrecorded.length; i += 1000) {
+      const chunk = unrecorded.slice(i, i + 1000);
+      const values = await store.getMany(chunk.map(([key, scn]) => histKey(q.id, key, scn)), undefined, false);
+      for (let j = 0; j < chunk.length; j++) {
+        const v = values[j];
+        if (v && eventIsDelete(v)) continue;
+        const [key, newest] = chunk[j];
+        if (newest >= max) continue; // (not a state a Tidemark writes: the record would be its version)
+        ops.push({ type: 'put', key: histKey(q.id, key, max), value: encodeEvent({ ts: now, op: 'delete' }, EMPTY) });
+        this.versions.add(key, max);
+        this.historyVersions++;
+        tombs.set(key, { scn: max, ts: now });
+        fixed++;
+      }
+    }
+    for (const [key, r] of this.records) {
+      const h = newestOf.get(key);
+      if (h === r.scn) continue;
+      fixed++;
+      // Versions newer than the record (no Tidemark writes them: both go in one batch) go.
+      for (const scn of this.versions.versionsOf(key)) if (scn > r.scn) { ops.push({ type: 'del', key: histKey(q.id, key, scn) }); this.versions.remove(key, scn); this.historyVersions--; }
+      ops.push({ type: 'put', key: histKey(q.id, key, r.scn), value: encodeEvent({ ts: r.ts, op: 'publish' }, r.bytes) });
+      this.versions.add(key, r.scn);
+      this.historyVersions++;
+    }
+    if (fixed) log.warn('SOW queue history made to agree with its records (events while the history extension was not loaded)', { queue: q.name, keys: fixed });
+    ops.push({ type: 'put', key: formKey(q.id), value: RECORDS_IN_HIST });
+    await store.batch(ops, true);
+    const sp = queuePrefix(SOW, q.id);
+    await store.clearRange(sp, prefixEnd(sp));
+    this.#formStored = true;
   }
 
   /**
@@ -938,6 +1069,21 @@ export function eventFromLog(scn: number, meta: EventMeta, message: Buffer, copy
   if ((meta as SowMeta).expired) ev.expired = true;
   if (meta.exp !== undefined) ev.exp = meta.exp;
   return ev;
+}
+
+/** Each key's newest `hist` version, from the keys alone (a queue started without the history extension). */
+async function newestHistVersions(store: Queue['ctx']['store'], qid: number): Promise<Array<[string, number]>> {
+  const hp = queuePrefix(HIST, qid);
+  const newest = new Map<string, number>();
+  const c = store.cursor({ gte: hp, lt: prefixEnd(hp), keysOnly: true, fillCache: false });
+  try {
+    for (;;) {
+      const rows = await c.next(1000);
+      if (rows.length === 0) break;
+      for (const [k] of rows) { const { key, scn } = parseHistKey(k); if (scn > (newest.get(key) ?? -1)) newest.set(key, scn); }
+    }
+  } finally { await c.close(); }
+  return [...newest];
 }
 
 async function countRange(store: Queue['ctx']['store'], prefix: Buffer): Promise<number> {

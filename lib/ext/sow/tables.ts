@@ -1,11 +1,15 @@
 /**
  * The SOW extension's tables (architecture.md "Storage keyspace"):
- *   sow/<q>  [0x20][qid][key utf8]                 -> current record (event record: meta + message)
+ *   sow/<q>  [0x20][qid][key utf8]                 -> current record (event record: meta + message);
+ *                                                     only in a queue without history
  *   hist/<q> [0x21][qid][key utf8][0x00][scn 8]    -> a version (current ones too), or a tombstone
  *   time/<q> [0x22][qid][ts 8][scn 8]              -> empty: time index for timestamp bookmarks
  *   tomb/<q> [0x23][qid][0x01][key utf8]           -> scn 8: a deleted key, for incremental bootstraps
  *            [0x23][qid][0x00]                     -> floor scn 8, since ms f64: the tombstones are
  *                                                     complete from that SCN, kept since that time
+ *   form/<q> [0x24][qid]                           -> 1: this queue keeps its current records in
+ *                                                     `hist` only (a queue with history): no `sow`
+ *                                                     rows (sow-structure.ts "Where records live")
  * The log itself is the core's `log` table: [0x10][qid][scn] -> event (op, key, ts) + the
  * resulting record state (for deletes: the last state, so a replayed delete carries it).
  */
@@ -15,6 +19,11 @@ export const SOW = registerTable('sow', 0x20);
 export const HIST = registerTable('hist', 0x21);
 export const TIME = registerTable('time', 0x22);
 export const TOMB = registerTable('tomb', 0x23);
+export const FORM = registerTable('form', 0x24);
+
+/** The row that says a queue's current records are its newest `hist` versions (no `sow` rows). */
+export function formKey(qid: number): Buffer { return queuePrefix(FORM, qid); }
+export const RECORDS_IN_HIST = Buffer.from([1]);
 
 export function sowKey(qid: number, key: string): Buffer {
   const b = Buffer.allocUnsafe(5 + Buffer.byteLength(key, 'utf8'));

@@ -173,19 +173,29 @@ export class VersionIndex {
    */
   openReader(): { keys: readonly string[]; close(): void } {
     const keys = this.#merged();
+    return { keys, close: this.holdRemovals() };
+  }
+
+  /**
+   * Holds removals back until the returned release is called (a reader of a snapshot taken
+   * now, which still has those rows: a current snapshot reading a changed key's version).
+   */
+  holdRemovals(): () => void {
     this.#readers++;
     let open = true;
-    return {
-      keys,
-      close: () => {
-        if (!open) return;
-        open = false;
-        if (--this.#readers === 0 && this.#deferred.length) {
-          const d = this.#deferred; this.#deferred = [];
-          for (const [k, s] of d) this.remove(k, s);
-        }
-      },
+    return () => {
+      if (!open) return;
+      open = false;
+      if (--this.#readers === 0 && this.#deferred.length) {
+        const d = this.#deferred; this.#deferred = [];
+        for (const [k, s] of d) this.remove(k, s);
+      }
     };
+  }
+
+  /** Each key with versions, and its newest SCN (recovery: the keys' current rows). */
+  *newest(): IterableIterator<[string, number]> {
+    for (const [k, e] of this.#entries) if (e.length > 0) yield [k, at(e, e.length - 1)];
   }
 
   /** The sorted list with the fresh keys merged in (and, without readers, empty keys dropped). */

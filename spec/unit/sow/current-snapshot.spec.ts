@@ -22,6 +22,8 @@ class Fixture {
   /** Keys of changes "on their way" (SowStructure.#pending). */
   readonly pending = new Set<string>();
   constructor(readonly store: Store) {}
+  recordRowAt(key: string): { row: Buffer } { return { row: sowKey(QID, key) }; }
+  holdRecordRows(): () => void { return () => {}; }
   snapshotKeys(): string[] {
     const keys = [...this.records.keys()];
     for (const k of this.pending) if (!this.records.has(k)) keys.push(k);
@@ -63,7 +65,7 @@ describe('CurrentSnapshot (SOW records at an SCN)', () => {
     let scn = 0;
     for (const k of keys) await f.put(k, ++scn, `v1 ${k}`, k === 'e' ? 99999 : undefined);
     const S = scn;
-    const snap = new CurrentSnapshot(f, store, QID, S);
+    const snap = new CurrentSnapshot(f, store, S);
     // After S: an update, a delete, a create, a delete then re-create, and a change on its way.
     await f.put('b', ++scn, 'v2 b');
     await f.del('c');
@@ -80,7 +82,7 @@ describe('CurrentSnapshot (SOW records at an SCN)', () => {
     await f.put('k1', 1, 'one'); await f.put('k2', 2, 'two');
     f.records.delete('k1'); f.pending.add('k1'); // a delete prepared, not written
     f.records.set('k3', { scn: 3, ts: 1, bytes: msg('three') }); f.pending.add('k3'); // a create prepared
-    const snap = new CurrentSnapshot(f, store, QID, 2);
+    const snap = new CurrentSnapshot(f, store, 2);
     expect(show(await all(snap, 10))).to.deep.equal(['k1@1=one', 'k2@2=two']);
     await snap.close();
   });
@@ -91,12 +93,12 @@ describe('CurrentSnapshot (SOW records at an SCN)', () => {
     for (const k of ['a', 'b', 'c', 'd', 'e', 'f']) await f.put(k, ++scn, k);
     const S = scn;
     for (const k of ['ba', 'bb', 'bc', 'bd']) { f.records.set(k, { scn: ++scn, ts: 1, bytes: msg(k) }); f.pending.add(k); } // created after S
-    const snap = new CurrentSnapshot(f, store, QID, S, 'b');
+    const snap = new CurrentSnapshot(f, store, S, 'b');
     const first = await snap.next(2); // 'ba', 'bb': nothing at S; it goes on to 'bc', 'bd', then 'c', 'd'
     expect(show(first)).to.deep.equal(['c@3=c', 'd@4=d']);
     expect(show(await all(snap, 2))).to.deep.equal(['e@5=e', 'f@6=f']);
     await snap.close();
-    const from = new CurrentSnapshot(f, store, QID, S, 'bz'); // a key that does not exist: the next one on
+    const from = new CurrentSnapshot(f, store, S, 'bz'); // a key that does not exist: the next one on
     expect(show(await all(from, 100))).to.deep.equal(['c@3=c', 'd@4=d', 'e@5=e', 'f@6=f']);
     await from.close();
   });
@@ -105,7 +107,7 @@ describe('CurrentSnapshot (SOW records at an SCN)', () => {
     const f = new Fixture(store);
     for (let i = 0; i < 50; i++) await f.put(`k${i}`, i + 1, `v${i}`);
     for (let i = 0; i < 50; i++) f.records.set(`k${i}`, { scn: 100 + i, ts: 1, bytes: msg('new') }); // all changed since S: all read
-    const snap = new CurrentSnapshot(f, store, QID, 50);
+    const snap = new CurrentSnapshot(f, store, 50);
     const reading = snap.next(50);
     await snap.close();
     expect(await reading).to.deep.equal([]);
