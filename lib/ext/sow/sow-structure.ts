@@ -613,19 +613,13 @@ export class SowStructure implements QueueStructure {
     const newest = this.hasHistory ? [...this.versions.newest()] : await newestHistVersions(store, q.id);
     let max = 0;
     const keys: string[] = [];
-    for (let i = 0; i < newest.length; i += 1000) {
-      const chunk = newest.slice(i, i + 1000);
-      const values = await store.getMany(chunk.map(([key, scn]) => histKey(q.id, key, scn)), undefined, false);
-      for (let j = 0; j < chunk.length; j++) {
-        const v = values[j];
-        const [key, scn] = chunk[j];
-        max = Math.max(max, scn);
-        if (!v || eventIsDelete(v)) continue;
-        const bytes = ownCopy(eventMessage(v));
-        this.records.set(key, { scn, ts: eventTs(v), bytes });
-        this.#bytes += bytes.length;
-        keys.push(key);
-      }
+    for await (const [key, scn, v] of readVersions(store, q.id, newest)) {
+      max = Math.max(max, scn);
+      if (!v || eventIsDelete(v)) continue;
+      const bytes = ownCopy(eventMessage(v));
+      this.records.set(key, { scn, ts: eventTs(v), bytes });
+      this.#bytes += bytes.length;
+      keys.push(key);
     }
     sortBytewise(keys);
     for (const key of keys) this.#keys.load(key);
@@ -655,20 +649,14 @@ export class SowStructure implements QueueStructure {
     // Keys with versions but no record: their newest version must be a tombstone.
     const unrecorded = [...newestOf].filter(([key]) => !this.records.has(key));
     let fixed = 0;
-    for (let i = 0; i < unrecorded.length; i += 1000) {
-      const chunk = unrecorded.slice(i, i + 1000);
-      const values = await store.getMany(chunk.map(([key, scn]) => histKey(q.id, key, scn)), undefined, false);
-      for (let j = 0; j < chunk.length; j++) {
-        const v = values[j];
-        if (v && eventIsDelete(v)) continue;
-        const [key, newest] = chunk[j];
-        if (newest >= max) continue; // (not a state a Tidemark writes: the record would be its version)
-        ops.push({ type: 'put', key: histKey(q.id, key, max), value: encodeEvent({ ts: now, op: 'delete' }, EMPTY) });
-        this.versions.add(key, max);
-        this.historyVersions++;
-        tombs.set(key, { scn: max, ts: now });
-        fixed++;
-      }
+    for await (const [key, newest, v] of readVersions(store, q.id, unrecorded)) {
+      if (v && eventIsDelete(v)) continue;
+      if (newest >= max) continue; // (not a state a Tidemark writes: the record would be its version)
+      ops.push({ type: 'put', key: histKey(q.id, key, max), value: encodeEvent({ ts: now, op: 'delete' }, EMPTY) });
+      this.versions.add(key, max);
+      this.historyVersions++;
+      tombs.set(key, { scn: max, ts: now });
+      fixed++;
     }
     for (const [key, r] of this.records) {
       const h = newestOf.get(key);
@@ -1069,6 +1057,15 @@ export function eventFromLog(scn: number, meta: EventMeta, message: Buffer, copy
   if ((meta as SowMeta).expired) ev.expired = true;
   if (meta.exp !== undefined) ev.exp = meta.exp;
   return ev;
+}
+
+/** The `hist` rows of the given (key, SCN) versions, a chunk of point reads at a time (recovery: read once, past the block cache). */
+async function* readVersions(store: Queue['ctx']['store'], qid: number, versions: Array<[string, number]>): AsyncGenerator<[string, number, Buffer | undefined]> {
+  for (let i = 0; i < versions.length; i += 1000) {
+    const chunk = versions.slice(i, i + 1000);
+    const values = await store.getMany(chunk.map(([key, scn]) => histKey(qid, key, scn)), undefined, false);
+    for (let j = 0; j < chunk.length; j++) yield [chunk[j][0], chunk[j][1], values[j]];
+  }
 }
 
 /** Each key's newest `hist` version, from the keys alone (a queue started without the history extension). */
