@@ -1,7 +1,7 @@
 /**
  * The JSON view of a message body (wire.md 3): an amqp-value string holding JSON text, an
  * amqp-value map, or data section(s) with content-type application/json. Also the raw pieces
- * a delta merge splices (SowStructure mergeDelta): the sections of an encoded message, the
+ * a delta merge splices (delta-merge.ts): the sections of an encoded message, the
  * members of a JSON object text, and the entries of an encoded AMQP map, each as the exact
  * text or bytes it was sent with, so what a delta does not touch keeps its encoding.
  */

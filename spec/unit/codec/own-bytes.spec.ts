@@ -1,7 +1,7 @@
 /** lib/codec/own-bytes.ts: bytes a queue keeps do not pin a slab of Node's buffer pool. */
 import { expect } from 'chai';
 import { ownCopy } from '../../../lib/codec/own-bytes.js';
-import { mergeDelta } from '../../../lib/ext/sow/sow-structure.js';
+import { mergeDelta } from '../../../lib/ext/sow/delta-merge.js';
 import { encodeMessage } from '../../../lib/codec/message-bytes.js';
 
 describe('ownCopy', () => {

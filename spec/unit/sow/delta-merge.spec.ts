@@ -1,10 +1,10 @@
 /**
- * mergeDelta (lib/ext/sow/sow-structure.ts, docs/sow.md "Delta merge"): a delta changes only
+ * mergeDelta (lib/ext/sow/delta-merge.ts, docs/sow.md "Delta merge"): a delta changes only
  * the fields it names. Every other field keeps its exact encoding (its AMQP type in a map
  * body, its text in JSON), and the record's properties and application properties their bytes.
  */
 import { expect } from 'chai';
-import { mergeDelta } from '../../../lib/ext/sow/sow-structure.js';
+import { mergeDelta } from '../../../lib/ext/sow/delta-merge.js';
 import { encodeMessage, decodeMessage } from '../../../lib/codec/message-bytes.js';
 import { amqpTypes as T, amqpMessage } from '../../../lib/codec/amqp.js';
 import { rawSections, jsonBody } from '../../../lib/codec/json-body.js';
