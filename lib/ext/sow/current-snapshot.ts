@@ -31,21 +31,28 @@ import type { SowRecord } from './sow-structure.js';
 export interface SnapshotRow { key: string; scn: number; ts: number; bytes: Buffer; exp?: number }
 
 /** What the snapshot reads of the SOW structure. */
+/** A key's row at S and, where the row does not say it, its SCN; none if it had no record then. */
+export interface RecordRows {
+  at(key: string): { row: Buffer; scn?: number } | undefined;
+  close(): void;
+}
+
 export interface RecordSource {
   readonly records: ReadonlyMap<string, SowRecord>;
   /** Every key that may have a record at the last committed SCN, in UTF-8 byte order (see SowStructure.snapshotKeys). */
   snapshotKeys(): readonly string[];
-  /** The row of `key`'s record at S and, where the row does not say it, its SCN; none if it had none (see SowStructure.recordRowAt). */
-  recordRowAt(key: string, S: number): { row: Buffer; scn?: number } | undefined;
-  /** Keeps the rows recordRowAt names at S readable until the release (SowStructure.holdRecordRows). */
-  holdRecordRows(): () => void;
+  /**
+   * Where each key's record at S is stored, for a snapshot taken now (at a quiescent point,
+   * S the last committed SCN), readable until close() (see SowStructure.recordRows).
+   */
+  recordRows(S: number): RecordRows;
 }
 
 export class CurrentSnapshot {
   readonly #records: ReadonlyMap<string, SowRecord>;
   readonly #source: RecordSource;
   readonly #store: Store;
-  readonly #release: () => void;
+  readonly #rows: RecordRows;
   readonly #S: number;
   readonly #snapshot: Snapshot;
   readonly #keys: readonly string[];
@@ -59,7 +66,7 @@ export class CurrentSnapshot {
     this.#store = store;
     this.#S = S;
     this.#snapshot = store.snapshot();
-    this.#release = source.holdRecordRows();
+    this.#rows = source.recordRows(S);
     const keys = source.snapshotKeys();
     if (afterKey !== undefined) {
       let lo = 0, hi = keys.length;
@@ -83,7 +90,7 @@ export class CurrentSnapshot {
         if (r !== undefined && r.scn <= S) {
           rows.push(r.exp !== undefined ? { key, scn: r.scn, ts: r.ts, bytes: r.bytes, exp: r.exp } : { key, scn: r.scn, ts: r.ts, bytes: r.bytes });
         } else {
-          const where = this.#source.recordRowAt(key, S);
+          const where = this.#rows.at(key);
           if (where === undefined) continue; // no version at S: created since
           at.push(rows.length); rows.push(undefined); changed.push(key); reads.push(where.row); scns.push(where.scn);
         }
@@ -118,7 +125,7 @@ export class CurrentSnapshot {
     if (this.#closed) return;
     this.#closed = true;
     try { await this.#reading; } catch { /* closing anyway */ }
-    this.#release();
+    this.#rows.close();
     await this.#snapshot.close();
   }
 }

@@ -10,12 +10,13 @@
  * other rows are old versions, read once: they are read past LevelDB's block cache
  * (fillCache off), which keeps the cache for live traffic and costs less per row.
  * Open it at a quiescent point of the committer (nothing being written): the index and the
- * snapshot then hold the same versions, and the index holds back removals until close().
+ * snapshot then hold the same versions, and its index reader keeps picking what that
+ * snapshot holds until close() (VersionIndex.openReader).
  */
 import type { Snapshot, Store } from '../../core/storage/store.js';
 import { eventIsDelete, eventMessage, eventTs } from '../../core/engine/event-record.js';
 import { histKey } from './tables.js';
-import type { VersionIndex } from './version-index.js';
+import type { VersionIndex, IndexReader } from './version-index.js';
 import type { SowRecord } from './sow-structure.js';
 
 /** A record of the answer: its key, the SCN and time of the version, the message bytes. */
@@ -40,10 +41,9 @@ export class HistoricalScan {
   readonly #store: Store;
   readonly #records: ReadonlyMap<string, SowRecord>;
   readonly #qid: number;
-  readonly #index: VersionIndex;
   readonly #S: number;
   readonly #snapshot: Snapshot;
-  readonly #reader: { keys: readonly string[]; close(): void };
+  readonly #reader: IndexReader;
   #pos = 0;
   /** Chunks being read, oldest first (AHEAD of them while one is sent). */
   #ahead: Chunk[] = [];
@@ -54,10 +54,9 @@ export class HistoricalScan {
     this.#store = store;
     this.#records = records;
     this.#qid = qid;
-    this.#index = index;
     this.#S = Math.min(S, committed);
     this.#snapshot = store.snapshot();
-    this.#reader = index.openReader();
+    this.#reader = index.openReader(this.#S);
   }
 
   /** Picks the next chunk's versions and starts reading them. */
@@ -69,7 +68,7 @@ export class HistoricalScan {
     const newest = { is: false };
     for (; this.#pos < end; this.#pos++) {
       const key = all[this.#pos];
-      const scn = this.#index.versionAt(key, this.#S, newest);
+      const scn = this.#reader.versionAt(key, newest);
       if (scn === undefined) continue;
       const r = newest.is ? this.#records.get(key) : undefined;
       if (r !== undefined && r.scn === scn) { rows.push({ key, scn, ts: r.ts, bytes: r.bytes }); continue; }

@@ -23,6 +23,7 @@ import { mergeDelta } from './delta-merge.js';
 import { SortedKeys } from './sorted-keys.js';
 import { VersionIndex, sortBytewise } from './version-index.js';
 import { Fifo } from '../../core/fifo.js';
+import type { RecordRows } from './current-snapshot.js';
 
 const log = logger('sow');
 const EMPTY = Buffer.alloc(0);
@@ -300,7 +301,10 @@ export class SowStructure implements QueueStructure {
     // With history the version just written is the record (see "Where records live").
     let formRow = false;
     if (this.hasHistory) {
-      if (!this.#formStored) { ops.push({ type: 'put', key: formKey(q.id), value: RECORDS_IN_HIST }); this.#formStored = formRow = true; }
+      // In every event until a batch holding it is durable: the batch that first carries it can
+      // fail after later events were prepared without it, and a restart that finds records in
+      // hist but no form row reads them as old sow-row data (and would delete every one).
+      if (!this.#formStored) { ops.push({ type: 'put', key: formKey(q.id), value: RECORDS_IN_HIST }); formRow = true; }
     } else if (op === 'delete') {
       if (prev) ops.push({ type: 'del', key: sowKey(q.id, key) });
     } else {
@@ -317,11 +321,8 @@ export class SowStructure implements QueueStructure {
       ops.push({ type: 'del', key: tombKey(q.id, key) });
       this.#tombRows.delete(key);
     }
-    const floorRow = !this.#floorStored;
-    if (floorRow) {
-      ops.push({ type: 'put', key: tombFloorKey(q.id), value: encodeTombFloor(this.tombstoneFloor, this.tombstonesSinceMs) });
-      this.#floorStored = true;
-    }
+    const floorRow = !this.#floorStored; // (as the form row: in every event until durable)
+    if (floorRow) ops.push({ type: 'put', key: tombFloorKey(q.id), value: encodeTombFloor(this.tombstoneFloor, this.tombstonesSinceMs) });
     // In-memory state moves now, so the next prepare in this batch sees it. (A failed batch
     // restores records, not tombstones: the key then keeps its tombstone whatever G says.)
     if (granular) { if (op === 'delete') this.#tombs.set(key, { scn, ts, lastKeptTs }); else if (tomb) this.#tombs.delete(key); }
@@ -343,6 +344,8 @@ export class SowStructure implements QueueStructure {
       ops,
       committed: () => {
         this.#settle(key, pend, 'done');
+        if (floorRow) this.#floorStored = true;
+        if (formRow) this.#formStored = true;
         if (expiring) q.counters.expired++;
         this.historyVersions += histAdded;
         if (this.hasHistory) {
@@ -367,8 +370,6 @@ export class SowStructure implements QueueStructure {
         if (this.#tombRows.get(key) === (op === 'delete' ? scn : undefined)) {
           if (tombRowBefore === undefined) this.#tombRows.delete(key); else this.#tombRows.set(key, tombRowBefore);
         }
-        if (floorRow) this.#floorStored = false;
-        if (formRow) this.#formStored = false;
       },
     };
   }
@@ -394,7 +395,9 @@ export class SowStructure implements QueueStructure {
       if (this.#tombRows.get(old.key) === old.scn) { this.#tombRows.delete(old.key); ops.push({ type: 'del', key: tombKey(q.id, old.key) }); }
       this.tombstoneFloor = Math.max(this.tombstoneFloor, old.scn + 1);
     }
-    if (this.tombstoneFloor !== floorBefore && this.#floorStored) {
+    // Written whenever it moves, stored or not: an event that carries the floor row may still be
+    // on its way with the floor before this (a later put in the batches wins).
+    if (this.tombstoneFloor !== floorBefore) {
       ops.push({ type: 'put', key: tombFloorKey(q.id), value: encodeTombFloor(this.tombstoneFloor, this.tombstonesSinceMs) });
     }
     if (ops.length && q.ctx?.committer) q.ctx.committer.addQuiet(ops);
@@ -446,19 +449,23 @@ export class SowStructure implements QueueStructure {
   }
 
   /**
-   * Where `key`'s record at S is stored, for a current snapshot (current-snapshot.ts) taken
-   * at S, the last committed SCN, at a quiescent point: its `sow` row, or with history its
-   * version at S (its SCN known here); none if the key had no version then.
+   * Where each key's record at S is stored, for a current snapshot (current-snapshot.ts)
+   * taken now at S, the last committed SCN, at a quiescent point: its `sow` row, or with
+   * history its version at S (its SCN known here), kept as the snapshot sees it until close()
+   * (a granularity drop after S deletes the version at S; VersionIndex.openReader); none if
+   * the key had no version then.
    */
-  recordRowAt(key: string, S: number): { row: Buffer; scn?: number } | undefined {
-    if (!this.hasHistory) return { row: sowKey(this.queue.id, key) };
-    const scn = this.versions.versionAt(key, S);
-    return scn === undefined ? undefined : { row: histKey(this.queue.id, key, scn), scn };
-  }
-
-  /** Keeps the rows a snapshot taken now may read where recordRowAt says, until the release. */
-  holdRecordRows(): () => void {
-    return this.hasHistory ? this.versions.holdRemovals() : () => {};
+  recordRows(S: number): RecordRows {
+    const qid = this.queue.id;
+    if (!this.hasHistory) return { at: (key) => ({ row: sowKey(qid, key) }), close: () => {} };
+    const reader = this.versions.openReader(S, false);
+    return {
+      at: (key) => {
+        const scn = reader.versionAt(key);
+        return scn === undefined ? undefined : { row: histKey(qid, key, scn), scn };
+      },
+      close: () => reader.close(),
+    };
   }
 
   /** The keys of `records` in byte order, kept between snapshots (sorted-keys.ts). */
@@ -975,6 +982,8 @@ export class SowStructure implements QueueStructure {
   #passMin = Infinity;
   /** Where the history sweep resumes: after this hist row key, with that row still undecided. */
   #sweepAt?: SweptRow;
+  /** The horizon of the pass in progress: every step of a pass judges by the one it started with. */
+  #passHorizon = -Infinity;
 
   /**
    * The history window purge, without per-version state in memory (memory stays flat however
@@ -986,12 +995,19 @@ export class SowStructure implements QueueStructure {
    * supersedes it is then seen by a later pass). The current version never goes. The
    * background task calls this every second with enough rows for a full pass in about a
    * minute; runRetention does a full pass at once.
+   *
+   * A pass keeps the horizon it started with, and one whose deletes fail starts again: a key's
+   * versions are then always purged oldest first, and its last tombstone only with every
+   * version before it. (A step that judged a version by one horizon and the tombstone after it
+   * by a later one deleted the tombstone and kept the version: the deleted key came back as
+   * that version at a restart, and in current snapshots.)
    */
-  async #sweepHistory(horizon: number, maxRows: number): Promise<void> {
+  async #sweepHistory(newHorizon: number, maxRows: number): Promise<void> {
     const q = this.queue;
     const hp = queuePrefix(HIST, q.id);
     const from = this.#sweepAt;
-    if (!from) { this.#passMin = Infinity; this.#supersedeSincePass = Infinity; }
+    if (!from) { this.#passMin = Infinity; this.#supersedeSincePass = Infinity; this.#passHorizon = newHorizon; }
+    const horizon = this.#passHorizon;
     const ops: BatchOp[] = [];
     const tombGone = (row: SweptRow) => {
       if (!row.tomb) return false;
@@ -1035,7 +1051,8 @@ export class SowStructure implements QueueStructure {
     this.sweepPasses += finished ? 1 : 0;
     if (ops.length) {
       const failed = await new Promise<Error | undefined>((res) => q.ctx.committer.add(ops, (err) => res(err ?? undefined)));
-      if (failed) return; // the rows are still there: the next pass finds them again
+      // The rows are still there: a new pass finds them again (and is wanted, whatever this pass noted).
+      if (failed) { this.#sweepAt = undefined; this.#earliestSupersede = -Infinity; return; }
       this.historyVersions = Math.max(0, this.historyVersions - ops.length);
       for (const op of ops) {
         const { key, scn } = parseHistKey(op.key);

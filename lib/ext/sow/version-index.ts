@@ -12,9 +12,15 @@
  *
  * Kept in step with the table at commit time (sow-structure.ts: a version is added when its
  * batch is durable, and removed when the batch that deletes its row is), so at a quiescent
- * point of the committer the index and a LevelDB snapshot taken there agree. While a reader
- * streams from such a snapshot, removals wait (its snapshot still has those rows, and the
- * answer must not change under it); additions are SCNs above any reader's S.
+ * point of the committer the index and a LevelDB snapshot taken there agree. A reader that
+ * streams from such a snapshot (IndexReader) must go on seeing the index as it was then:
+ * additions are SCNs above its S, so they change nothing it asks; a removal of the version it
+ * would pick for a key (the newest at or below its S) is noted in that reader's pins, and
+ * the index itself moves on. So a reader opened later sees the table as it is then, and a
+ * reader held open for long (a stalled consumer) costs at most one pin per key it lost, not
+ * every removal meanwhile (removals used to be held back while any reader was open: a
+ * historical query opened meanwhile was answered from a newer snapshot that no longer had
+ * the held rows, and lost those keys).
  *
  * Key order, the order of the answer, is UTF-8 byte order (LevelDB's order of the table).
  * The sorted list is kept between queries; keys new since the last query are sorted and
@@ -90,16 +96,25 @@ function bound(v: Scns, scn: number, above: boolean): number {
   return lo;
 }
 
+/** The index as a snapshot taken at S sees it (VersionIndex.openReader). */
+export interface IndexReader {
+  /** The keys in UTF-8 byte order when it opened (empty unless asked for). */
+  readonly keys: readonly string[];
+  /** The newest version of `key` at or below S; `newest` as in VersionIndex.versionAt. */
+  versionAt(key: string, newest?: { is: boolean }): number | undefined;
+  close(): void;
+}
+
 export class VersionIndex {
   readonly #entries = new Map<string, Scns>();
   /** Keys in byte order, as of the last merge (some may have no versions left). */
   #sorted: string[] = [];
   /** Keys added since the last merge, in no order. */
   #fresh: string[] = [];
-  /** Keys of #sorted with no versions left (dropped at the next merge without readers). */
+  /** Keys of #sorted with no versions left (dropped at the next merge). */
   #empty = 0;
-  #readers = 0;
-  #deferred: Array<[string, number]> = [];
+  /** Open readers: their S and the versions at S removed since they opened. */
+  readonly #readers = new Set<{ S: number; pins: Map<string, number> }>();
   /** Retained versions indexed. */
   size = 0;
 
@@ -131,13 +146,18 @@ export class VersionIndex {
     else { const d = new DeepList(e); d.push(scn); this.#entries.set(key, d); }
   }
 
-  /** A version's row was deleted (history window, granularity); waits while a reader is open. */
+  /** A version's row was deleted (history window, granularity). */
   remove(key: string, scn: number): void {
-    if (this.#readers > 0) { this.#deferred.push([key, scn]); return; }
     const e = this.#entries.get(key);
     if (!e) return;
     const i = bound(e, scn, false);
     if (i >= e.length || at(e, i) !== scn) return;
+    if (this.#readers.size) {
+      // The version a reader at S picks for this key is the newest at or below S: this one if
+      // the next (if any) is above S. Such a reader keeps it; no other reader needs it.
+      const next = i + 1 < e.length ? at(e, i + 1) : Infinity;
+      for (const r of this.#readers) if (scn <= r.S && next > r.S && !r.pins.has(key)) r.pins.set(key, scn);
+    }
     if (Array.isArray(e)) e.splice(i, 1);
     else {
       e.removeAt(i);
@@ -168,30 +188,29 @@ export class VersionIndex {
   }
 
   /**
-   * Opens a reader: the keys in byte order (an array nobody changes while the reader holds
-   * it), and removals held back until close(). Call at the point its snapshot is taken.
+   * Opens a reader of the index as it is now, at `S` (call where its snapshot is taken, at a
+   * quiescent point): what it picks for a key stays what the snapshot holds, whatever is
+   * removed later. `keys`: the keys in byte order (an array nobody changes while it is held);
+   * `withKeys` false skips merging them (a reader that has its own key list).
    */
-  openReader(): { keys: readonly string[]; close(): void } {
-    const keys = this.#merged();
-    return { keys, close: this.holdRemovals() };
-  }
-
-  /**
-   * Holds removals back until the returned release is called (a reader of a snapshot taken
-   * now, which still has those rows: a current snapshot reading a changed key's version).
-   */
-  holdRemovals(): () => void {
-    this.#readers++;
-    let open = true;
-    return () => {
-      if (!open) return;
-      open = false;
-      if (--this.#readers === 0 && this.#deferred.length) {
-        const d = this.#deferred; this.#deferred = [];
-        for (const [k, s] of d) this.remove(k, s);
-      }
+  openReader(S: number, withKeys = true): IndexReader {
+    const keys: readonly string[] = withKeys ? this.#merged() : [];
+    const r = { S, pins: new Map<string, number>() };
+    this.#readers.add(r);
+    return {
+      keys,
+      versionAt: (key, newest) => {
+        const pinned = r.pins.get(key);
+        if (pinned === undefined) return this.versionAt(key, S, newest);
+        if (newest) newest.is = false; // removed since: a later version replaced it
+        return pinned;
+      },
+      close: () => { this.#readers.delete(r); },
     };
   }
+
+  /** Readers open now (statistics, tests: every link that ends closes its reader). */
+  get openReaders(): number { return this.#readers.size; }
 
   /** Each key with versions, and its newest SCN (recovery: the keys' current rows). */
   *newest(): IterableIterator<[string, number]> {
@@ -200,7 +219,8 @@ export class VersionIndex {
 
   /** The sorted list with the fresh keys merged in (and, without readers, empty keys dropped). */
   #merged(): string[] {
-    const prune = this.#readers === 0 && this.#empty > 0;
+    // (Readers hold their own key list and pins: dropping a key with no versions left changes neither.)
+    const prune = this.#empty > 0;
     if (this.#fresh.length === 0 && !prune) return this.#sorted;
     const fresh = this.#fresh;
     this.#fresh = [];

@@ -22,8 +22,7 @@ class Fixture {
   /** Keys of changes "on their way" (SowStructure.#pending). */
   readonly pending = new Set<string>();
   constructor(readonly store: Store) {}
-  recordRowAt(key: string): { row: Buffer } { return { row: sowKey(QID, key) }; }
-  holdRecordRows(): () => void { return () => {}; }
+  recordRows(): { at(key: string): { row: Buffer }; close(): void } { return { at: (key) => ({ row: sowKey(QID, key) }), close: () => {} }; }
   snapshotKeys(): string[] {
     const keys = [...this.records.keys()];
     for (const k of this.pending) if (!this.records.has(k)) keys.push(k);

@@ -57,26 +57,54 @@ describe('VersionIndex', () => {
     expect(newest.is).to.equal(true);
   });
 
-  it('a reader sees keys in byte order, new keys merged in by the next reader, and removals wait for it', () => {
+  it('a reader sees keys in byte order and keeps its answers at S; the index and later readers see removals at once', () => {
     const x = new VersionIndex();
     x.load('a', 1); x.load('c', 2); x.load('\ud83d\ude00', 3); // recovery: table order
     x.add('\uffff', 4); x.add('b', 5);
-    const r1 = x.openReader();
+    const r1 = x.openReader(5);
     expect(r1.keys).to.deep.equal(['a', 'b', 'c', '\uffff', '\ud83d\ude00']);
     x.add('aa', 6);
     x.remove('c', 2);
-    expect(x.versionAt('c', 10), 'held back while r1 reads').to.equal(2);
+    expect(x.versionAt('c', 10), 'the index moves on').to.equal(undefined);
+    const newest = { is: true };
+    expect(r1.versionAt('c', newest), 'r1 keeps the version its snapshot holds').to.equal(2);
+    expect(newest.is, 'a removed version is not the current record').to.equal(false);
     expect(r1.keys, 'r1 keeps its list').to.deep.equal(['a', 'b', 'c', '\uffff', '\ud83d\ude00']);
-    const r2 = x.openReader();
-    expect(r2.keys).to.deep.equal(['a', 'aa', 'b', 'c', '\uffff', '\ud83d\ude00']);
+    const r2 = x.openReader(6);
+    expect(r2.keys, 'a key with no versions left is dropped at the next merge').to.deep.equal(['a', 'aa', 'b', '\uffff', '\ud83d\ude00']);
+    expect(r2.versionAt('c'), 'a reader opened after the removal does not see it').to.equal(undefined);
     r1.close();
-    expect(x.versionAt('c', 10), 'r2 still reads').to.equal(2);
+    r1.close(); // twice is harmless
     r2.close();
-    r2.close(); // twice is harmless
-    expect(x.versionAt('c', 10)).to.equal(undefined);
     expect(x.size).to.equal(5);
-    // A key with no versions left leaves the list at the next merge without readers.
-    expect(x.openReader().keys).to.deep.equal(['a', 'aa', 'b', '\uffff', '\ud83d\ude00']);
+  });
+
+  it('a reader pins only the version it picks: older ones and versions above S are not kept for it', () => {
+    const x = new VersionIndex();
+    for (const scn of [1, 3, 5]) x.add('k', scn);
+    const r = x.openReader(4, false);
+    expect(r.keys).to.deep.equal([]);
+    x.remove('k', 1); // not its pick (3 is newer and <= 4)
+    expect(r.versionAt('k')).to.equal(3);
+    x.add('k', 7);
+    x.remove('k', 5); // above S
+    x.remove('k', 3); // its pick: pinned
+    expect(x.versionsOf('k')).to.deep.equal([7]);
+    expect(r.versionAt('k')).to.equal(3);
+    const late = x.openReader(4, false);
+    expect(late.versionAt('k')).to.equal(undefined);
+    r.close(); late.close();
+  });
+
+  it('granularity order (the current version removed, then its successor added): the reader keeps the version at S', () => {
+    const x = new VersionIndex();
+    x.add('k', 1); x.add('k', 2);
+    const r = x.openReader(2);
+    x.remove('k', 2); x.add('k', 3); // committed(): drop the superseded version, add the new one
+    x.remove('k', 3); x.add('k', 4);
+    expect(r.versionAt('k')).to.equal(2);
+    expect(x.versionsOf('k')).to.deep.equal([1, 4]);
+    r.close();
   });
 
   it('a deep history (past the plain-array size) grows, answers and shrinks correctly', () => {
@@ -113,50 +141,59 @@ describe('VersionIndex', () => {
   it('a key emptied and written again is listed once', () => {
     const x = new VersionIndex();
     x.add('k', 1);
-    x.openReader().close();
+    x.openReader(1).close();
     x.remove('k', 1);
     x.add('k', 2);
     x.add('j', 3);
-    const keys = x.openReader().keys;
+    const keys = x.openReader(3).keys;
     expect(keys).to.deep.equal(['j', 'k']);
     expect(x.versionsOf('k')).to.deep.equal([2]);
   });
 
-  it('agrees with a plain model over random adds, removals and readers', () => {
+  it('agrees with a plain model over random adds, removals and readers (each reader answers as the index stood when it opened)', () => {
     const rand = prng(99);
     const x = new VersionIndex();
     const model = new Map<string, number[]>();
-    const held: Array<[string, number]> = [];
-    let reader: { keys: readonly string[]; close(): void } | undefined;
+    const readers: Array<{ r: ReturnType<VersionIndex['openReader']>; S: number; at: Map<string, number[]> }> = [];
     let scn = 0;
+    let pinnedAnswers = 0;
     const names = Array.from({ length: 40 }, () => randomKey(rand));
-    for (let step = 0; step < 5000; step++) {
+    const newestAt = (v: number[] | undefined, S: number) => (v ?? []).filter((y) => y <= S).pop();
+    for (let step = 0; step < 8000; step++) {
       const r = rand();
       const key = names[Math.floor(rand() * names.length)];
-      if (r < 0.55) { x.add(key, ++scn); model.set(key, [...(model.get(key) ?? []), scn]); }
+      if (r < 0.5) { x.add(key, ++scn); model.set(key, [...(model.get(key) ?? []), scn]); }
       else if (r < 0.85) {
         const v = model.get(key);
         if (v?.length) {
           const s = v[Math.floor(rand() * v.length)];
           x.remove(key, s);
-          if (reader) held.push([key, s]); else model.set(key, v.filter((y) => y !== s));
+          model.set(key, v.filter((y) => y !== s));
         }
-      } else if (!reader) reader = x.openReader();
-      else {
-        reader.close(); reader = undefined;
-        for (const [k, s] of held.splice(0)) model.set(k, model.get(k)!.filter((y) => y !== s));
+      } else if (r < 0.93 && readers.length < 3) {
+        const S = Math.max(0, scn - Math.floor(rand() * 5)); // at or a little below the newest SCN
+        readers.push({ r: x.openReader(S), S, at: new Map([...model].map(([k, v]) => [k, [...v]])) });
+      } else if (readers.length) {
+        readers.splice(Math.floor(rand() * readers.length), 1)[0].r.close();
       }
-      if (step % 250 === 0 && !reader) {
-        const keys = x.openReader();
+      for (const { r: rd, S, at } of readers) {
+        const k = names[Math.floor(rand() * names.length)];
+        const want = newestAt(at.get(k), S);
+        expect(rd.versionAt(k), `reader at ${S}, key ${k}, step ${step}`).to.equal(want);
+        if (want !== undefined && newestAt(model.get(k), S) !== want) pinnedAnswers++;
+      }
+      if (step % 250 === 0) {
+        const keys = x.openReader(scn);
         const want = [...model].filter(([, v]) => v.length).map(([k]) => k).sort(utf8Order);
         expect(keys.keys.filter((k) => x.versionsOf(k).length)).to.deep.equal(want);
         keys.close();
         for (const [k, v] of model) {
           expect(x.versionsOf(k)).to.deep.equal(v);
           const S = Math.floor(rand() * (scn + 2));
-          expect(x.versionAt(k, S)).to.equal([...v].reverse().find((y) => y <= S));
+          expect(x.versionAt(k, S)).to.equal(newestAt(v, S));
         }
       }
     }
+    expect(pinnedAnswers, 'the model exercised answers that only a pin gives').to.be.greaterThan(20);
   });
 });
