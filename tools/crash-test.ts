@@ -5,6 +5,8 @@
  *
  *   npx tsx tools/crash-test.ts --rounds 20 --publishers 10 --messages 2000 [--queues 3] [--seed 1]
  *       [--mix plain,sow,tx] [--sow-queues 2] [--sow-keys 4] [--sow-messages M]
+ *       [--sow-history WINDOW[,GRANULARITY]]   (default 1d, no granularity; e.g. 2s,500ms
+ *       has the history sweep and granularity purge while publishers run and across kills)
  *
  * Each round: start `node bin/tidemark.js --port 0 --data DIR --no-http` (DIR kept across
  * rounds), run P concurrent publishers, one connection each, their roles cycling through
@@ -30,7 +32,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { prng, openConnection, finishWhenSettled, startBroker, type BrokerChild } from './crash/common.js';
 import type { SowMsg } from './crash/common.js';
-import { SowWorld, SOW_CHECKS, ensureSowQueues, liveSubscribe, sowPublish, verifySowQueue, type SowRound, type SowOp } from './crash/sow.js';
+import { SowWorld, SOW_CHECKS, setSowHistory, ensureSowQueues, liveSubscribe, sowPublish, verifySowQueue, type SowRound, type SowOp } from './crash/sow.js';
 import { txPublish, type TxRec } from './crash/tx.js';
 
 
@@ -49,6 +51,8 @@ export interface CrashOptions {
   sowQueues?: number;
   sowKeys?: number;
   sowMessages?: number;
+  /** The SOW queues' `sow.history.window` and, after a comma, `sow.history.granularity` (default `1d`). */
+  sowHistory?: string;
   /** Data directory; a temporary one (removed afterwards) when absent. */
   dataDir?: string;
   log?: (line: string) => void;
@@ -205,6 +209,7 @@ export interface CrashResult { rounds: number; checked: number; sowChecked: numb
 export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
   const log = opts.log ?? ((l: string) => process.stdout.write(l + '\n'));
   const rand = prng(opts.seed);
+  if (opts.sowHistory) { const [w, g] = opts.sowHistory.split(','); setSowHistory(w, g); }
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), 'tidemark-crash-'));
   const queues = Array.from({ length: opts.queues }, (_, i) => `crash.q${i}`);
   const mix: Role[] = opts.mix?.length ? opts.mix : ['plain', 'sow', 'tx'];
@@ -306,8 +311,9 @@ function parseArgs(argv: string[]): CrashOptions {
     else if (a === '--sow-queues') o.sowQueues = Number(v());
     else if (a === '--sow-keys') o.sowKeys = Number(v());
     else if (a === '--sow-messages') o.sowMessages = Number(v());
+    else if (a === '--sow-history') o.sowHistory = v();
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('crash-test --rounds N --publishers 10 --messages M [--queues 3] [--seed S] [--data DIR] [--mix plain,sow,tx] [--sow-queues 2] [--sow-keys 4] [--sow-messages M]\n');
+      process.stdout.write('crash-test --rounds N --publishers 10 --messages M [--queues 3] [--seed S] [--data DIR] [--mix plain,sow,tx] [--sow-queues 2] [--sow-keys 4] [--sow-messages M] [--sow-history 1d[,G]]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }

@@ -15,7 +15,18 @@ import { r, openConnection, closeConnection, attached, tmFilters, sowMsg, sameJs
 export type Obj = Record<string, unknown>;
 export type SowOpName = 'publish' | 'delta' | 'delete';
 
-export const SOW_NODE_PROPERTIES = { 'sow.key': '/id', 'sow.history.window': '1d' };
+export const SOW_NODE_PROPERTIES: Record<string, string> = { 'sow.key': '/id', 'sow.history.window': '1d' };
+
+/**
+ * The SOW queues' history (before the first round creates them): a short window makes the
+ * history sweep purge while publishers run and across kills, a granularity drops superseded
+ * versions as events arrive; the records of such a queue are its newest history versions.
+ */
+export function setSowHistory(window: string, granularity?: string): void {
+  SOW_NODE_PROPERTIES['sow.history.window'] = window;
+  if (granularity !== undefined) SOW_NODE_PROPERTIES['sow.history.granularity'] = granularity;
+  else delete SOW_NODE_PROPERTIES['sow.history.granularity'];
+}
 export const sowTarget = (queue: string) => ({ address: queue, durable: 2, capabilities: ['create-on-demand'], dynamic_node_properties: SOW_NODE_PROPERTIES });
 
 /** One op a SOW publisher sent: `after` is the record the model expects once it is applied. */
