@@ -4,6 +4,7 @@ import { connect, openReceiver, openSender, sendAll, collect, send, sleep, type 
 import { tmFilters, cmdOf, scnOf, keyOf, bodyJson, sowQuery } from '../support/sow-client.js';
 import { ManualClock } from '../../lib/index.js';
 import { runRetention } from '../../lib/ext/sow/index.js';
+import { SowStructure } from '../../lib/ext/sow/sow-structure.js';
 
 const S = 1000, M = 60 * S;
 const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
@@ -277,6 +278,24 @@ describe('history and replay (semantics.md 6, 7)', function () {
     expect(epoch.filter((m) => cmdOf(m) === 'publish').map(scnOf)).to.deep.equal([8, 9, 10]);
     const now = await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '2', options: { bookmark_not_found: 'now' } });
     expect(now.map(cmdOf)).to.deep.equal(['completed']);
+  });
+
+  it('log.max_count holds from the moment events commit, before the background trim reaches them', async function () {
+    const q = 'h.maxcount-now';
+    clock.set(T0);
+    await send(tb.url, histQueue(q, { 'log.max_count': 3 }), Array.from({ length: 10 }, (_, i) => pub({ id: `k${i % 4}`, v: i })));
+    const s = tb.broker.nodes.get(q)!.structure as SowStructure;
+    expect(s.oldestLogScn, 'no trim has run: the rows are still there').to.equal(1);
+    expect(tb.broker.queueInfo(tb.broker.nodes.get(q)!).scn_oldest).to.equal(8);
+    expect((await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '0' })).filter((m) => cmdOf(m) === 'publish').map(scnOf)).to.deep.equal([8, 9, 10]);
+    expect((await subscribeUntilCompleted(tb.url, q, { command: 'subscribe', bookmark: '7' })).filter((m) => cmdOf(m) === 'publish').map(scnOf)).to.deep.equal([8, 9, 10]);
+    const c = await connect(tb.url);
+    try {
+      let err: any;
+      try { await openReceiver(c, { address: q, filter: tmFilters({ command: 'subscribe', bookmark: '2' }) }); } catch (e) { err = e; }
+      expect(err?.condition).to.equal('tidemark:scn-not-found');
+      expect(err.link.error.info).to.deep.equal({ 'oldest-scn': 8, 'requested-scn': 2 });
+    } finally { await c.close(); }
   });
 
   it('log.retention trims by time with several events per timestamp; timestamp bookmarks resolve exactly (sparse time index)', async function () {

@@ -37,9 +37,10 @@ export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Exten
       // semantics.md 6: it needs history coverage of its starting point, or there is no state
       // to replay from: refused at attach, before any marker.
       if (beforeWindow) {
-        throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.kind === 'time' ? bm.text : S} is older than the history window of ${q.name} (${s.settings.historyWindow} ms): no state to start a sow_and_subscribe from`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': S } });
+        throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.kind === 'time' ? bm.text : S} is older than the history window of ${q.name} (${s.settings.historyWindow} ms): no state to start a sow_and_subscribe from`, { info: { 'oldest-scn': s.logFloor, 'requested-scn': S } });
       }
-      if (s.oldestLogScn > 0 && S + 1 < s.oldestLogScn) throw new TidemarkError(Conditions.scnNotFound, `the log of ${q.name} no longer covers SCN ${S} (oldest ${s.oldestLogScn})`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': S } });
+      const floor = s.logFloor;
+      if (floor > 0 && S + 1 < floor) throw new TidemarkError(Conditions.scnNotFound, `the log of ${q.name} no longer covers SCN ${S} (oldest ${floor})`, { info: { 'oldest-scn': floor, 'requested-scn': S } });
       plan.completedMarker = true;
     }
     return openSowLink(s, req, sink, plan);

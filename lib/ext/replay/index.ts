@@ -67,7 +67,7 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
   }
 
   function openOnSow(s: SowStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }, resolved: number | undefined) {
-    const replayAfter = replayStart(s.queue, c.bookmark, resolved ?? 0, c.options, s.oldestLogScn);
+    const replayAfter = replayStart(s.queue, c.bookmark, resolved ?? 0, c.options, s.logFloor);
     return openSowLink(s, req, sink, { command: 'subscribe', options: c.options, replayAfter, completedMarker: true, annotate: req.annotate });
   }
 

@@ -559,7 +559,8 @@ export class SowConsumer implements Consumer {
     if (this.#position >= s.queue.committedScn) return undefined;
     const i = s.ringIndexAfter(this.#position);
     if (i >= 0) return i < s.ring.length ? s.ring[i] : undefined;
-    if (this.#position + 1 < s.oldestLogScn && s.oldestLogScn > 0 && this.#plan.checkpoint) {
+    const floor = s.logFloor;
+    if (this.#position + 1 < floor && floor > 0 && this.#plan.checkpoint) {
       // A checkpoint consumer that falls behind the retained log (say, during a long snapshot)
       // bootstraps again (semantics.md 8): the changes since its position when every delete
       // since is known, else in full (group_begin with since 0 tells it to reset).
@@ -576,9 +577,9 @@ export class SowConsumer implements Consumer {
       setImmediate(() => this.pump());
       return 'wait';
     }
-    if (this.#position + 1 < s.oldestLogScn && s.oldestLogScn > 0) {
+    if (this.#position + 1 < floor && floor > 0) {
       // Fell behind the retained log while reading (retention trimmed it).
-      throw new TidemarkError(Conditions.scnNotFound, `position ${this.#position} fell off the log of ${s.queue.name} (oldest retained SCN ${s.oldestLogScn})`, { info: { 'oldest-scn': s.oldestLogScn, 'requested-scn': this.#position } });
+      throw new TidemarkError(Conditions.scnNotFound, `position ${this.#position} fell off the log of ${s.queue.name} (oldest retained SCN ${floor})`, { info: { 'oldest-scn': floor, 'requested-scn': this.#position } });
     }
     this.#fetchLog().catch((err) => this.#fail(err));
     return 'wait';

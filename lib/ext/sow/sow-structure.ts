@@ -130,8 +130,20 @@ export class SowStructure implements QueueStructure {
   readonly versions = new VersionIndex();
   /** Recent committed events, oldest first (SCNs increasing, gaps possible after failures). */
   readonly ring: SowEvent[] = [];
-  /** Oldest SCN still in the log (0 = empty). */
+  /** Oldest SCN still in the log (0 = empty); readers go by logFloor. */
   oldestLogScn = 0;
+
+  /**
+   * The oldest event a reader may start from: the oldest log row, and with log.max_count no
+   * older than the newest N committed. The background trim deletes the rows before it within
+   * a second; readers do not see them meanwhile (a replay from 0 right after a burst gave
+   * every event the trim had not reached yet, and an older bookmark was accepted).
+   */
+  get logFloor(): number {
+    const n = this.settings.logMaxCount;
+    if (n === undefined || this.oldestLogScn === 0) return this.oldestLogScn;
+    return Math.max(this.oldestLogScn, this.queue.committedScn - n + 1);
+  }
   /** Number of log events retained. */
   logCount = 0;
   historyVersions = 0;
@@ -848,7 +860,7 @@ export class SowStructure implements QueueStructure {
 
   stats(): QueueStats {
     return {
-      depth: this.records.size, bytes: this.#bytes, oldestScn: this.oldestLogScn, consumers: this.#subscribers.size,
+      depth: this.records.size, bytes: this.#bytes, oldestScn: this.logFloor, consumers: this.#subscribers.size,
       sowRecords: this.records.size, historyVersions: this.historyVersions, logEvents: this.logCount,
     };
   }
