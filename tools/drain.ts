@@ -27,7 +27,7 @@ const MARKERS = ['group_begin', 'group_end', 'completed'];
 export { FLEXIBLE_CHECKPOINT };
 
 async function run(): Promise<number> {
-  const argv = await yargs(hideBin(process.argv))
+  const cli = yargs(hideBin(process.argv))
     .scriptName('drain')
     .usage('$0 [options] ADDRESS\n\nReceives messages from ADDRESS (a Qpid address: name[/subject][; {options}]) and prints them.')
     .command('$0 <address>', false)
@@ -62,9 +62,9 @@ async function run(): Promise<number> {
     .example("$0 --sow --filter '/price > 10' prices", 'SOW query with a content filter')
     .strict()
     .help()
-    .version(false)
-    .fail((msg, err, y) => { throw usageError(msg, err, y); })
-    .parseAsync();
+    .version(false);
+  // (yargs gives fail() its usage object, not the parser: the parser is what knows the options)
+  const argv = await cli.fail((msg, err) => { throw usageError(msg, err, cli); }).parseAsync();
 
   const count = intOption('count', argv.count);
   const idleMs = secondsOption('timeout', argv.timeout);

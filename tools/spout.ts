@@ -17,7 +17,7 @@ const SETTLE_TIMEOUT_MS = 30000;
 interface Outcome { n: number; state: string; condition?: string; description?: string }
 
 async function run(): Promise<number> {
-  const argv = await yargs(hideBin(process.argv))
+  const cli = yargs(hideBin(process.argv))
     .scriptName('spout')
     .usage('$0 [options] ADDRESS\n\nSends messages to ADDRESS (a Qpid address: name[/subject][; {options}]).')
     .command('$0 <address>', false)
@@ -50,9 +50,9 @@ async function run(): Promise<number> {
     .example('$0 --delete --key 1 prices', 'delete the SOW record with key 1')
     .strict()
     .help()
-    .version(false)
-    .fail((msg, err, y) => { throw usageError(msg, err, y); })
-    .parseAsync();
+    .version(false);
+  // (yargs gives fail() its usage object, not the parser: the parser is what knows the options)
+  const argv = await cli.fail((msg, err) => { throw usageError(msg, err, cli); }).parseAsync();
 
   const count = argv.count === undefined ? (argv['content-stdin'] ? 0 : 1) : intOption('count', argv.count);
   const stopAfterMs = secondsOption('timeout', argv.timeout);

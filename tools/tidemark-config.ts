@@ -81,7 +81,7 @@ function notEmptyText(description: string, name: string): string {
 
 async function run(): Promise<number> {
   const result = 0;
-  await yargs(hideBin(process.argv))
+  const cli = yargs(hideBin(process.argv))
     .scriptName('tidemark-config')
     .usage('$0 <command> [options]\n\nManages Tidemark queues over AMQP ($management).')
     .options(commonOptions)
@@ -190,9 +190,9 @@ async function run(): Promise<number> {
     .demandCommand(1, 'give a command: queues, add, del, purge, sow-delete, subscriptions, hash-password')
     .strict()
     .help()
-    .version(false)
-    .fail((msg, err, y) => { throw usageError(msg, err, y); })
-    .parseAsync();
+    .version(false);
+  // (yargs gives fail() its usage object, not the parser: the parser is what knows the options)
+  await cli.fail((msg, err) => { throw usageError(msg, err, cli); }).parseAsync();
   return result;
 }
 

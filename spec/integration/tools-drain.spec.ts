@@ -133,6 +133,18 @@ describe('tools: drain against a broker', function () {
     const typo = await drain('-t', '0', '--brwse', 'dr.cpdir');
     expect(typo.code).to.equal(1);
     expect(typo.stderr).to.equal('Error: Unknown argument: brwse (an unknown flag takes the word after it as its value: was that the address?)\n');
+    // the same with a long flag before it: only the mistyped one is named (the known ones were
+    // named too while the parser's options were looked up on the wrong object)
+    const typoLong = await drain('--timeout', '0', '--count', '1', '--brwse', 'dr.cpdir');
+    expect(typoLong.stderr).to.equal('Error: Unknown argument: brwse (an unknown flag takes the word after it as its value: was that the address?)\n');
+    // a filter that starts with '-' is read by yargs as a flag: say how to give it
+    const dash = await drain('-t', '0', '--filter', '-/x + 3 = 5', 'dr.cpdir');
+    expect(dash.code).to.equal(1);
+    expect(dash.stderr).to.equal(`Error: --filter got no value: "-/x + 3 = 5" starts with '-' and was read as a flag; write --filter='-/x + 3 = 5'\n`);
+    await send(b.get().url, 'dr.dash', [{ body: '{"x":2}', content_type: 'application/json' }, { body: '{"x":1}', content_type: 'application/json' }]);
+    const dashOk = await drain('-t', '0', '--filter=-/x + 3 = 1', 'dr.dash');
+    expect(dashOk.stderr).to.equal('');
+    expect(lines(dashOk.stdout)).to.deep.equal(['{"x":2}']);
     // -b twice: named, not a JavaScript TypeError
     const twice = await runTool('drain', ['-b', 'amqp://127.0.0.1:1', '-b', 'amqp://127.0.0.1:2', 'q'], T);
     expect(twice.code).to.equal(1);

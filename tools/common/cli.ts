@@ -15,9 +15,22 @@ export class ToolError extends Error {}
  * its value, so yargs reports a missing address rather than the flag: name the flag then.
  */
 export function usageError(msg: string | undefined, err: Error | undefined, y: any): Error {
+  // yargs reads a value that starts with '-' as the next flag (a filter such as '-/x > 3'),
+  // so the option has no value, or takes a word meant for something else: say so first.
+  const opts = y?.getOptions?.() ?? {};
+  const stringOptions = new Set<string>([...(opts.string ?? []), ...(opts.string ?? []).flatMap((k: string) => opts.alias?.[k] ?? [])]);
+  const args = process.argv.slice(2);
+  for (let i = 0; i < args.length - 1; i++) {
+    const m = /^--?([^-=][^=]*)$/.exec(args[i]);
+    const next = args[i + 1];
+    if (m && stringOptions.has(m[1]) && next.startsWith('-') && next !== '-' && !/^-\d/.test(next)) { // (yargs takes -5 as a value)
+      return new ToolError(`${args[i]} got no value: ${JSON.stringify(next)} starts with '-' and was read as a flag; write ${args[i].startsWith('--') ? args[i] : '--' + m[1]}='${next}'`);
+    }
+  }
+  const missing = /^Not enough arguments following: (\S+)$/.exec(msg ?? err?.message ?? '');
+  if (missing) return new ToolError(`${missing[1].length === 1 ? '-' : '--'}${missing[1]} needs a value`);
   if (err) return err;
   if (msg && /^Not enough non-option arguments/.test(msg)) {
-    const opts = y?.getOptions?.() ?? {};
     const known = new Set<string>(['help', 'version', ...Object.keys(opts.key ?? {}), ...Object.values(opts.alias ?? {}).flat() as string[]]);
     const unknown = process.argv.slice(2)
       .filter((a) => /^--[^-]/.test(a))
