@@ -217,7 +217,7 @@ export class VersionIndex {
     for (const [k, e] of this.#entries) if (e.length > 0) yield [k, at(e, e.length - 1)];
   }
 
-  /** The sorted list with the fresh keys merged in (and, without readers, empty keys dropped). */
+  /** The sorted list with the fresh keys merged in and the keys with no versions left dropped. */
   #merged(): string[] {
     // (Readers hold their own key list and pins: dropping a key with no versions left changes neither.)
     const prune = this.#empty > 0;
