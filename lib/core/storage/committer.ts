@@ -101,6 +101,26 @@ export class Committer {
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
+  /**
+   * A batch failed: the groups queued behind it were prepared while it was being written, on
+   * the state it would have stored (a delta merged into a record it wrote, a delete after one
+   * it made), so they fail with it; quiet ops stay queued (they record what did happen). A
+   * write error is the disk's, not one producer's: the next batch would likely fail too.
+   */
+  #failQueued(err: Error): void {
+    const ops = this.#ops, cbs = this.#callbacks;
+    const kept: BatchOp[] = [];
+    const keptBefore = new Array<number>(ops.length + 1); // quiet ops among the first i ops
+    keptBefore[0] = 0;
+    for (let i = 0; i < ops.length; i++) { if (this.#quiet.has(ops[i])) kept.push(ops[i]); keptBefore[i + 1] = kept.length; }
+    this.#ops = kept; this.#callbacks = []; this.#groupEnds = [];
+    log.error('groups queued behind the failed batch refused with it', { groups: cbs.length });
+    for (const w of this.#writtenWaiters) w.end = keptBefore[Math.min(w.end, ops.length)];
+    for (const cb of cbs) {
+      try { cb(err); } catch (e) { log.error('commit callback threw', { err: e }); }
+    }
+  }
+
   #schedule(): void {
     if (this.#scheduled || this.#inFlight) return;
     this.#scheduled = true;
@@ -163,6 +183,7 @@ export class Committer {
       for (const cb of cbs) {
         try { cb(err); } catch (e) { log.error('commit callback threw', { err: e }); }
       }
+      if (err && this.#callbacks.length) this.#failQueued(err);
       if (written) for (const fn of written) { try { fn(); } catch (e) { log.error('written callback threw', { err: e }); } }
       const q = this.#quiescent; this.#quiescent = [];
       for (const fn of q) {

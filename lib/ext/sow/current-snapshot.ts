@@ -95,7 +95,7 @@ export class CurrentSnapshot {
           at.push(rows.length); rows.push(undefined); changed.push(key); reads.push(where.row); scns.push(where.scn);
         }
       }
-      if (reads.length === 0) break;
+      if (reads.length === 0) continue; // (none of these keys had a record at S: the next chunk, or the end)
       const read = this.#store.getMany(reads, this.#snapshot);
       this.#reading = read;
       let values: Array<Buffer | undefined>;

@@ -318,7 +318,9 @@ export class SowStructure implements QueueStructure {
       // hist but no form row reads them as old sow-row data (and would delete every one).
       if (!this.#formStored) { ops.push({ type: 'put', key: formKey(q.id), value: RECORDS_IN_HIST }); formRow = true; }
     } else if (op === 'delete') {
-      if (prev) ops.push({ type: 'del', key: sowKey(q.id, key) });
+      // Whether or not memory has a record: a delete of this key still being written may fail,
+      // and its row would then outlive this delete (a missing row costs LevelDB nothing).
+      ops.push({ type: 'del', key: sowKey(q.id, key) });
     } else {
       ops.push({ type: 'put', key: sowKey(q.id, key), value: encodeEvent({ ts, op: 'publish', key, w: scn, ...(exp !== undefined ? { exp } : {}) }, bytes) });
     }

@@ -93,19 +93,25 @@ describe('Committer', () => {
     expect(n).to.equal(250);
   });
 
-  it('a failed batch refuses its groups only; its quiet ops go again with the next batch', async () => {
+  it('a failed batch refuses its groups and every group queued behind it (prepared on what it would have stored); quiet ops go again', async () => {
     const store = new FakeStore();
     const c = new Committer(store as unknown as Store, 2);
     const seen: Array<[string, boolean]> = [];
+    const written: string[] = [];
     c.add([put('a')], (e) => seen.push(['a', !!e]));
     c.addQuiet([put('qa')]);
     c.add([put('b')], (e) => seen.push(['b', !!e]));
     c.add([put('c')], (e) => seen.push(['c', !!e]));
     c.add([put('d')], (e) => seen.push(['d', !!e]));
+    c.addQuiet([put('qd')]);
+    c.whenWritten(() => written.push('after qd'));
     expect(names(await finishNext(store, new Error('disk full')))).to.deep.equal(['a', 'qa', 'b']);
-    expect(seen).to.deep.equal([['a', true], ['b', true]]);
-    expect(names(await finishNext(store))).to.deep.equal(['qa', 'c', 'd']);
-    expect(seen).to.deep.equal([['a', true], ['b', true], ['c', false], ['d', false]]);
+    expect(seen).to.deep.equal([['a', true], ['b', true], ['c', true], ['d', true]]);
+    c.add([put('e')], (e) => seen.push(['e', !!e])); // prepared after the failure: written
+    expect(names(await finishNext(store))).to.deep.equal(['qa', 'qd']);
+    expect(written, 'the waiter rides on the quiet op it waited for').to.deep.equal(['after qd']);
+    expect(names(await finishNext(store))).to.deep.equal(['e']);
+    expect(seen.at(-1)).to.deep.equal(['e', false]);
   });
 
   it('quiet ops kept from a failed batch and re-queued by idle() keep the group boundaries right', async () => {
