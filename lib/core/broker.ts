@@ -163,7 +163,10 @@ export class Broker implements BrokerContext, ProtocolBackend {
     // (our role receiver; also each anonymous-relay message) needs publish; a client
     // receiver needs consume or browse (the exact mode: authorizeConsumer); making a missing
     // queue needs create.
-    if (opts.role === 'receiver') this.#require(opts.user, 'publish', address);
+    // A temporary queue is not named by the ACL (docs/security.md): anyone may send to it (a
+    // reply), and who may read it is its owner (authorizeConsumer).
+    if (existing?.def.temporary) { /* decided by ownership */ }
+    else if (opts.role === 'receiver') this.#require(opts.user, 'publish', address);
     else if (!this.#can(opts.user, 'consume', address) && !this.#can(opts.user, 'browse', address)) this.#require(opts.user, 'browse', address);
     if (!existing && (opts.createOnDemand || this.config.autoCreateQueues)) this.#require(opts.user, 'create', address);
     if (opts.createOnDemand) {

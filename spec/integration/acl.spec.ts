@@ -110,6 +110,22 @@ describe('ACL (per-user queue rights)', function () {
     expect((await collect(mine, { count: 3 })).map((m) => m.message.body)).to.deep.equal(['r1', 'r2', 'reply']);
   });
 
+  it('a user no rule names may send a reply to another user\'s temporary queue (attach or relay), and its owner reads it by name (session 21 audit)', async function () {
+    const owner = await as('reader'); // rules name reader for orders.* only
+    const mine = await openReceiver(owner, { dynamic: true });
+    const tmp = String(mine.remote.attach.source.address);
+    const w = await as('writer'); // rules name writer for orders.* only
+    const ws = await openSender(w, { address: tmp });
+    expect((await sendAll(ws, [{ body: 'reply 1' }]))[0].state).to.equal('accepted');
+    const relay = await openSender(w, { address: null });
+    expect((await sendAll(relay, [{ to: tmp, body: 'reply 2' }]))[0].state).to.equal('accepted');
+    expect((await collect(mine, { count: 2 })).map((m) => m.message.body)).to.deep.equal(['reply 1', 'reply 2']);
+    const again = await openReceiver(owner, { address: tmp }); // the owner's second link, by name
+    expect(again.remote.attach.source.address).to.equal(tmp);
+    const denied = await refusal(openReceiver(w, { address: tmp }));
+    expect(denied.condition).to.equal('amqp:unauthorized-access');
+  });
+
   it('"*" rules, and the first matching rule decides (no fall-through)', async function () {
     expect(await publish('eve', 'public.board', ['hi'])).to.deep.equal(['accepted']);
     const e = await as('eve');
