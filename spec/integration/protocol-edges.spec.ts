@@ -564,6 +564,21 @@ describe('protocol edges (hostile-input audit, docs/robustness.md 1b)', function
       expect(count(c, 'empty'), 'heartbeats at most every 100 ms').to.be.at.most(5);
     });
   });
+
+  it('links refused at attach whose detach the client never answers are not counted once its socket goes (session 21 audit)', async function () {
+    const tb = b.get();
+    const before = tb.broker.stats.links;
+    const c = await RawClient.connect(tb.port); opened.push(c);
+    await c.handshake();
+    // 17 receivers on one session (maxLinksPerSession 16: the last is refused), and one on a reserved name
+    for (let h = 0; h < 17; h++) c.write(receiverAttach(`many-${h}`, 'edges.many', h));
+    c.write(receiverAttach('reserved', '$nosuch', 17));
+    expect(await c.waitFor((x) => x.frames.filter((f) => f.name === 'detach').length >= 2, 3000), 'two refusals').to.equal(true);
+    expect(tb.broker.stats.links - before).to.equal(18);
+    c.destroy(); // no detach answered
+    for (let i = 0; i < 100 && tb.broker.stats.links !== before; i++) await sleep(20);
+    expect(tb.broker.stats.links, 'the links gauge back where it was').to.equal(before);
+  });
 });
 
 describe('protocol edges: flow control with the default credit (docs/robustness.md 1b)', function () {

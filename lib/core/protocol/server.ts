@@ -98,6 +98,13 @@ export interface ProtocolBackend {
 
 interface LinkState { outstandingBytes?: number; ready?: boolean; sink?: RheaSink; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
 const STATE = Symbol('tidemark.link');
+/**
+ * A connection's links that have a LinkState, so its end closes every one: rhea drops a link
+ * that never counted as open (one refused at attach, its detach unanswered) from its session
+ * when the socket goes, before the `disconnected` handler runs, and the link's close hooks
+ * (the links gauge among them) never ran.
+ */
+const LINKS = Symbol('tidemark.links');
 /** Bytes of a producer's messages waiting for storage beyond which it gets no more credit. */
 const MAX_PENDING_BYTES = 64 * 1024 * 1024;
 const HARDEN = Symbol('tidemark.harden');
@@ -633,7 +640,13 @@ export class AmqpServer {
   #state(link: any): LinkState | undefined { return link?.[STATE]; }
 
   #linkState(link: any): LinkState {
-    return (link[STATE] ??= { onClose: [], outstanding: 0, credit: 0 });
+    let st: LinkState | undefined = link[STATE];
+    if (!st) {
+      st = link[STATE] = { onClose: [], outstanding: 0, credit: 0 };
+      const conn = link.connection ?? link.session?.connection;
+      if (conn) (conn[LINKS] ??= new Set<any>()).add(link);
+    }
+    return st!;
   }
 
   #checkLinkLimit(link: any): void {
@@ -859,6 +872,7 @@ export class AmqpServer {
     const st = this.#state(link);
     if (!st) return;
     link[STATE] = undefined;
+    (link.connection ?? link.session?.connection)?.[LINKS]?.delete(link);
     // detach with closed=true ends a durable subscription; a plain detach or a lost connection keeps it [AMQP 2.6.6]
     try { st.consumer?.close({ linkClosed: link.remote?.detach?.closed === true }); } catch (err) { log.error('consumer close failed', { err }); }
     // Released by the core now: the session stops waiting for the peer to settle them (sender-detach.ts).
@@ -868,11 +882,15 @@ export class AmqpServer {
 
   #closeSession(session: any): void {
     for (const l of Object.values<any>(session?.links ?? {})) this.#closeLink(l);
+    const mine = session?.connection?.[LINKS] as Set<any> | undefined;
+    if (mine) for (const l of [...mine]) if (l.session === session) this.#closeLink(l);
   }
 
   #closeConnection(conn: any): void {
     const sessions = new Set<any>([...Object.values<any>(conn?.local_channel_map ?? {}), ...Object.values<any>(conn?.remote_channel_map ?? {})]);
     for (const s of sessions) this.#closeSession(s);
+    const mine = conn?.[LINKS] as Set<any> | undefined;
+    if (mine) for (const l of [...mine]) this.#closeLink(l);
     this.#connections.delete(conn);
     this.#backend.stats.connections = this.#connections.size;
   }
