@@ -115,7 +115,9 @@ function openCheckpointed(queue: Queue, req: ConsumerRequest, sink: DeliverySink
   const { command, options } = commandOf(req);
   if (queue.structure instanceof SowStructure) {
     const s = queue.structure;
-    const plan = checkpointPlan(queue, cp, s.logFloor, true, s);
+    // (The rows still there, not logFloor: a checkpoint resumes from any event the log still
+    // holds, which spares it a bootstrap; a bookmark's answer is what log.max_count says.)
+    const plan = checkpointPlan(queue, cp, s.oldestLogScn, true, s);
     return new SowConsumer(s, req, sink, { command: 'subscribe', options, completedMarker: false, annotate: req.annotate, checkpoint: plan, replayAfter: plan.position });
   }
   // A plain queue: online only (every entry is a window of one). Its sow / sow_and_subscribe

@@ -559,7 +559,9 @@ export class SowConsumer implements Consumer {
     if (this.#position >= s.queue.committedScn) return undefined;
     const i = s.ringIndexAfter(this.#position);
     if (i >= 0) return i < s.ring.length ? s.ring[i] : undefined;
-    const floor = s.logFloor;
+    // (A reader already streaming goes by the rows still there: it falls off when the trim
+    // has taken them, not at logFloor, which is for where a new reader may start.)
+    const floor = s.oldestLogScn;
     if (this.#position + 1 < floor && floor > 0 && this.#plan.checkpoint) {
       // A checkpoint consumer that falls behind the retained log (say, during a long snapshot)
       // bootstraps again (semantics.md 8): the changes since its position when every delete

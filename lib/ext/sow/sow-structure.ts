@@ -134,10 +134,11 @@ export class SowStructure implements QueueStructure {
   oldestLogScn = 0;
 
   /**
-   * The oldest event a reader may start from: the oldest log row, and with log.max_count no
+   * The oldest event a bookmark may start from: the oldest log row, and with log.max_count no
    * older than the newest N committed. The background trim deletes the rows before it within
-   * a second; readers do not see them meanwhile (a replay from 0 right after a burst gave
-   * every event the trim had not reached yet, and an older bookmark was accepted).
+   * a second; a replay does not start before it meanwhile (a replay from 0 right after a burst
+   * gave every event the trim had not reached yet, and an older bookmark was accepted). A
+   * checkpoint resumes, and a streaming reader reads on, from any row still there.
    */
   get logFloor(): number {
     const n = this.settings.logMaxCount;
