@@ -116,6 +116,8 @@ export class Broker implements BrokerContext, ProtocolBackend {
     // then close the connections with connection:forced.
     this.#server?.quiesce();
     await this.committer?.idle();
+    await this.#server?.releaseInFlight();
+    await this.committer?.idle();
     await this.#server?.close();
     for (const ext of [...this.extensions.all].reverse()) {
       try { await ext.stop?.(); } catch (err) { log.error('extension stop failed', { ext: ext.name, err }); }

@@ -726,6 +726,7 @@ export class AmqpServer {
     if (this.#stopping) {
       // Shutting down: not stored, so not accepted; released, the producer may send it again.
       if (!delivery.remote_settled) delivery.release();
+      this.#lastReleasedAt = performance.now();
       return;
     }
     const st = this.#linkState(receiver);
@@ -906,6 +907,23 @@ export class AmqpServer {
     for (const s of this.#servers) s.close();
   }
   #stopping = false;
+  #lastReleasedAt = 0;
+
+  /**
+   * After quiesce(): lets messages already on their way arrive and be released before the
+   * connections close, until none has come for `quietMs` (at most `maxMs`). A message still
+   * in flight when its connection closes gets no outcome at all (the producer must treat it
+   * as unsettled); released, it knows at once.
+   */
+  async releaseInFlight(quietMs = 50, maxMs = 500): Promise<void> {
+    const start = performance.now();
+    this.#lastReleasedAt = Math.max(this.#lastReleasedAt, start);
+    while (this.#connections.size > 0) {
+      const now = performance.now();
+      if (now - this.#lastReleasedAt >= quietMs || now - start >= maxMs) return;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
 
   /**
    * Closes every connection with `amqp:connection:forced` [AMQP 2.8.15], so a client knows

@@ -863,7 +863,8 @@ export class SowStructure implements QueueStructure {
 
   stats(): QueueStats {
     return {
-      depth: this.records.size, bytes: this.#bytes, oldestScn: this.logFloor, consumers: this.#subscribers.size,
+      // oldestScn: the oldest row still there (where a checkpoint may resume; bookmarks go by logFloor)
+      depth: this.records.size, bytes: this.#bytes, oldestScn: this.oldestLogScn, consumers: this.#subscribers.size,
       sowRecords: this.records.size, historyVersions: this.historyVersions, logEvents: this.logCount,
     };
   }
