@@ -104,6 +104,12 @@ describe('the broker process', function () {
       try { await spawnBroker(['--port', '0', '--data', path.join(dir, 'a')], { timeoutMs: 10000 }); } catch (e) { err = e as Error; }
       expect(err?.message).to.match(/exited 1/);
       expect(err?.message).to.match(/data directory .*\ba\b is in use by another process/);
+      // a port in use: which listener, which setting (it said only "listen EADDRINUSE")
+      const port = new URL(brokers[0].url).port;
+      err = undefined;
+      try { await spawnBroker(['--port', port, '--data', path.join(dir, 'c')], { timeoutMs: 10000 }); } catch (e) { err = e as Error; }
+      expect(err?.message).to.match(/exited 1/);
+      expect(err?.message).to.include(`AMQP listener cannot bind 127.0.0.1:${port}: the port is in use (another broker?); choose another with --port or listen.port`);
     } finally {
       for (const b of brokers) await b.kill('SIGTERM');
       rmSync(dir, { recursive: true, force: true });

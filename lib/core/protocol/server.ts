@@ -252,9 +252,12 @@ export class AmqpServer {
   #start(server: net.Server, host: string, port: number, scheme: string): Promise<string> {
     this.#servers.push(server);
     return new Promise((resolve, reject) => {
-      server.once('error', reject);
+      // Which listener and which setting: a bare "listen EADDRINUSE" did not say.
+      const setting = scheme === 'amqps' ? 'tls.port' : '--port or listen.port';
+      const onError = (err: NodeJS.ErrnoException) => reject(new Error(`${scheme.toUpperCase()} listener cannot bind ${host}:${port}: ${err.code === 'EADDRINUSE' ? 'the port is in use (another broker?)' : err.code ?? err.message}; choose another with ${setting}`, { cause: err }));
+      server.once('error', onError);
       server.listen(port, host, () => {
-        server.off('error', reject);
+        server.off('error', onError);
         server.on('error', (err) => log.error('listener error', { err }));
         const a = server.address() as net.AddressInfo;
         const h = a.family === 'IPv6' ? `[${a.address}]` : a.address;
