@@ -8,7 +8,7 @@
  */
 import { expect } from 'chai';
 import { useBroker, type TestBroker } from '../support/broker.js';
-import { connect, openSender, openReceiver, sendAll, collect, sleep } from '../support/client.js';
+import { connect, openSender, openReceiver, sendAll, collect, sleep, receive, createOnDemand } from '../support/client.js';
 import { tmFilters, cmdOf, keyOf, scnOf, sowQuery, bodyJson } from '../support/sow-client.js';
 import { SowStructure } from '../../lib/ext/sow/sow-structure.js';
 import type { BatchOp } from '../../lib/core/storage/store.js';
@@ -81,6 +81,30 @@ describe('a failed batch and the events queued behind it', function () {
     await c.close();
     await tb.restart();
     expect((await sowQuery(tb.url, name)).records.map(keyOf), 'after a restart').to.deep.equal(['k', 'other']);
+  });
+
+  it('an LVQ key published in a failing batch and again behind it: the value that stayed is replaced by the next publish, also after a restart (undone newest first)', async () => {
+    const tb = b.get();
+    const name = 'fbd.lvq';
+    const m = (v: string) => ({ application_properties: { k: 'x' }, body: v });
+    const c = await connect(tb.url);
+    const s1 = await openSender(c, createOnDemand(name, { 'qpid.last_value_queue_key': 'k' }));
+    const s2 = await openSender(c, name);
+    expect((await sendAll(s1, [m('A')]))[0].state).to.equal('accepted');
+    const restore = slowNextBatch(tb, 300);
+    try {
+      const pb = sendAll(s1, [m('B')]);
+      await sleep(100);
+      const pc = sendAll(s2, [m('C')]); // queued behind B's batch
+      const [rb, rc] = await Promise.all([pb, pc]);
+      expect([rb[0].state, rc[0].state]).to.deep.equal(['rejected', 'rejected']);
+    } finally { restore(); }
+    expect((await sendAll(s1, [m('D')]))[0].state).to.equal('accepted');
+    await c.close();
+    const browse = async () => (await receive(tb.url, { address: name, distribution_mode: 'copy' }, { idleMs: 500 })).map((x) => x.message.body);
+    expect(await browse(), 'one message for the key').to.deep.equal(['D']);
+    await tb.restart();
+    expect(await browse(), 'after a restart').to.deep.equal(['D']);
   });
 
   for (const props of [{ 'sow.history.window': '1h' }, {}]) {

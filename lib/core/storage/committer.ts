@@ -94,6 +94,7 @@ export class Committer {
       const r = this.#retry;
       this.#ops = r.concat(this.#ops);
       this.#groupEnds = this.#groupEnds.map((e) => e + r.length);
+      for (const w of this.#writtenWaiters) w.end += r.length; // they wait for those too (queued before them)
       this.#retry = [];
       this.#schedule();
     }
@@ -116,8 +117,9 @@ export class Committer {
     this.#ops = kept; this.#callbacks = []; this.#groupEnds = [];
     log.error('groups queued behind the failed batch refused with it', { groups: cbs.length });
     for (const w of this.#writtenWaiters) w.end = keptBefore[Math.min(w.end, ops.length)];
-    for (const cb of cbs) {
-      try { cb(err); } catch (e) { log.error('commit callback threw', { err: e }); }
+    // Newest first: each undoes its own change on top of the ones before it (see done()).
+    for (let i = cbs.length - 1; i >= 0; i--) {
+      try { cbs[i](err); } catch (e) { log.error('commit callback threw', { err: e }); }
     }
   }
 
@@ -180,10 +182,19 @@ export class Committer {
       // or a restart would redeliver what was consumed. Not flushed on their own (no retry
       // loop while the disk stays full).
       if (err) this.#retry = ops.filter((op) => this.#quiet.has(op)).concat(this.#retry);
-      for (const cb of cbs) {
-        try { cb(err); } catch (e) { log.error('commit callback threw', { err: e }); }
+      if (!err) {
+        for (const cb of cbs) {
+          try { cb(); } catch (e) { log.error('commit callback threw', { err: e }); }
+        }
+      } else {
+        // Undone newest first, the queued groups before the batch's own: each event's undo
+        // restores what it changed on top of the ones before it (an LVQ key's previous value
+        // is announced again only once no newer entry of the key is left to shadow it).
+        if (this.#callbacks.length) this.#failQueued(err);
+        for (let i = cbs.length - 1; i >= 0; i--) {
+          try { cbs[i](err); } catch (e) { log.error('commit callback threw', { err: e }); }
+        }
       }
-      if (err && this.#callbacks.length) this.#failQueued(err);
       if (written) for (const fn of written) { try { fn(); } catch (e) { log.error('written callback threw', { err: e }); } }
       const q = this.#quiescent; this.#quiescent = [];
       for (const fn of q) {

@@ -106,7 +106,7 @@ describe('Committer', () => {
     c.addQuiet([put('qd')]);
     c.whenWritten(() => written.push('after qd'));
     expect(names(await finishNext(store, new Error('disk full')))).to.deep.equal(['a', 'qa', 'b']);
-    expect(seen).to.deep.equal([['a', true], ['b', true], ['c', true], ['d', true]]);
+    expect(seen, 'undone newest first').to.deep.equal([['d', true], ['c', true], ['b', true], ['a', true]]);
     c.add([put('e')], (e) => seen.push(['e', !!e])); // prepared after the failure: written
     expect(names(await finishNext(store))).to.deep.equal(['qa', 'qd']);
     expect(written, 'the waiter rides on the quiet op it waited for').to.deep.equal(['after qd']);
@@ -126,6 +126,24 @@ describe('Committer', () => {
     expect(names(await finishNext(store))).to.deep.equal(['qa', 'b1', 'b2']);
     expect(names(await finishNext(store))).to.deep.equal(['c']);
     await idle;
+  });
+
+  it('whenWritten after idle() re-queued failed quiet ops waits for them too: not answered by a batch without the ops queued before it', async () => {
+    const store = new FakeStore();
+    const c = new Committer(store as unknown as Store, 2);
+    c.addQuiet([put('q1')]);
+    expect(names(await finishNext(store, new Error('disk full')))).to.deep.equal(['q1']); // kept for a retry
+    c.add([put('a')], () => {});
+    c.add([put('b')], () => {});
+    c.addQuiet([put('ack')]); // the removal a rcv-settle-mode-second receiver waits for
+    let answered = false;
+    c.whenWritten(() => { answered = true; });
+    c.add([put('c')], () => {});
+    void c.idle(); // (stop, a management wait): q1 goes to the front
+    expect(names(await finishNext(store))).to.deep.equal(['q1', 'a', 'b']);
+    expect(answered, 'ack is not written yet').to.equal(false);
+    expect(names(await finishNext(store))).to.deep.equal(['ack', 'c']);
+    expect(answered).to.equal(true);
   });
 
   it('a maxBatch below 1 still writes one group per batch', async () => {
