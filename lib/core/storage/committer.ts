@@ -117,7 +117,15 @@ export class Committer {
     this.#ops = kept; this.#callbacks = []; this.#groupEnds = [];
     log.error('groups queued behind the failed batch refused with it', { groups: cbs.length });
     for (const w of this.#writtenWaiters) w.end = keptBefore[Math.min(w.end, ops.length)];
-    // Newest first: each undoes its own change on top of the ones before it (see done()).
+    Committer.#refuse(cbs, err);
+  }
+
+  /**
+   * Runs failed groups' callbacks newest first: each event's undo restores what it changed on
+   * top of the ones before it (an LVQ key's previous value is announced again only once no
+   * newer entry of the key is left to shadow it; undone oldest first, the key kept two values).
+   */
+  static #refuse(cbs: CommitCallback[], err: Error): void {
     for (let i = cbs.length - 1; i >= 0; i--) {
       try { cbs[i](err); } catch (e) { log.error('commit callback threw', { err: e }); }
     }
@@ -187,13 +195,9 @@ export class Committer {
           try { cb(); } catch (e) { log.error('commit callback threw', { err: e }); }
         }
       } else {
-        // Undone newest first, the queued groups before the batch's own: each event's undo
-        // restores what it changed on top of the ones before it (an LVQ key's previous value
-        // is announced again only once no newer entry of the key is left to shadow it).
+        // Undone newest first: the groups queued behind it, then its own.
         if (this.#callbacks.length) this.#failQueued(err);
-        for (let i = cbs.length - 1; i >= 0; i--) {
-          try { cbs[i](err); } catch (e) { log.error('commit callback threw', { err: e }); }
-        }
+        Committer.#refuse(cbs, err);
       }
       if (written) for (const fn of written) { try { fn(); } catch (e) { log.error('written callback threw', { err: e }); } }
       const q = this.#quiescent; this.#quiescent = [];
