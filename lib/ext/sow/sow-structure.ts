@@ -130,7 +130,7 @@ export class SowStructure implements QueueStructure {
   readonly versions = new VersionIndex();
   /** Recent committed events, oldest first (SCNs increasing, gaps possible after failures). */
   readonly ring: SowEvent[] = [];
-  /** Oldest SCN still in the log (0 = empty); readers go by logFloor. */
+  /** Oldest SCN still in the log (0 = empty): where checkpoints and streaming readers may read from; bookmarks go by logFloor. */
   oldestLogScn = 0;
 
   /**
