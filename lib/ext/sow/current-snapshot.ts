@@ -30,13 +30,13 @@ import type { SowRecord } from './sow-structure.js';
 /** A record of the snapshot: its key, SCN, time, message bytes, and expiry (ms) if it has a TTL. */
 export interface SnapshotRow { key: string; scn: number; ts: number; bytes: Buffer; exp?: number }
 
-/** What the snapshot reads of the SOW structure. */
 /** A key's row at S and, where the row does not say it, its SCN; none if it had no record then. */
 export interface RecordRows {
   at(key: string): { row: Buffer; scn?: number } | undefined;
   close(): void;
 }
 
+/** What the snapshot reads of the SOW structure. */
 export interface RecordSource {
   readonly records: ReadonlyMap<string, SowRecord>;
   /** Every key that may have a record at the last committed SCN, in UTF-8 byte order (see SowStructure.snapshotKeys). */
@@ -50,7 +50,6 @@ export interface RecordSource {
 
 export class CurrentSnapshot {
   readonly #records: ReadonlyMap<string, SowRecord>;
-  readonly #source: RecordSource;
   readonly #store: Store;
   readonly #rows: RecordRows;
   readonly #S: number;
@@ -62,7 +61,6 @@ export class CurrentSnapshot {
   /** `S`: the last committed SCN now; `afterKey`: start after this key (a resumed bootstrap). */
   constructor(source: RecordSource, store: Store, S: number, afterKey?: string) {
     this.#records = source.records;
-    this.#source = source;
     this.#store = store;
     this.#S = S;
     this.#snapshot = store.snapshot();
