@@ -46,21 +46,33 @@ export const wellFormed: (s: string) => boolean = typeof (String.prototype as an
   ? (s) => (s as any).isWellFormed()
   : (s) => !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
 
+/**
+ * Why a key value cannot be a SOW key, or undefined when it can. Besides lone surrogates (see
+ * wellFormed): U+0000, which the `hist` rows use to end the key before its SCN, so a key
+ * holding it would sort among another key's versions (`a` and `a\0\0x` would share a range).
+ */
+export function keyFault(s: string): string | undefined {
+  if (!wellFormed(s)) return 'is not well-formed Unicode (it holds a lone surrogate, which cannot be stored apart from U+FFFD)';
+  if (s.includes('\u0000')) return 'holds a NUL character (U+0000), which the stored rows use to end a key';
+  return undefined;
+}
+
 /** A key (or key value) for an error description: JSON-quoted (lone surrogates escaped), long ones cut. */
 export function showKey(k: string): string {
   return k.length > 80 ? JSON.stringify(k.slice(0, 80)) + `… (${k.length} characters)` : JSON.stringify(k);
 }
 
 /**
- * The key of a record, or an error naming the missing path, or the path whose value is not
- * well-formed Unicode (see wellFormed).
+ * The key of a record, or an error naming the missing path, or the path whose value cannot
+ * be a key (see keyFault).
  */
-export function extractKey(spec: KeySpec, json: unknown, props: Record<string, unknown> | undefined): { key: string } | { missing: string } | { malformed: string; value: string } {
+export function extractKey(spec: KeySpec, json: unknown, props: Record<string, unknown> | undefined): { key: string } | { missing: string } | { malformed: string; value: string; fault: string } {
   const values: unknown[] = [];
   for (const p of spec.paths) {
     const v = p.json ? atPath(json, p.segments) : props?.[p.segments[0] as string];
     if (v === undefined || v === null || v === '' || (typeof v === 'object' && !(v instanceof Date))) return { missing: p.raw };
-    if (typeof v === 'string' && !wellFormed(v)) return { malformed: p.raw, value: v };
+    const fault = typeof v === 'string' ? keyFault(v) : undefined;
+    if (fault) return { malformed: p.raw, value: v as string, fault };
     values.push(typeof v === 'bigint' ? v.toString() : v instanceof Date ? v.getTime() : v);
   }
   if (values.length === 1) return { key: String(values[0]) };

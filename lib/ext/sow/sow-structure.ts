@@ -16,7 +16,7 @@ import { TidemarkError, Conditions, type Condition } from '../../core/errors.js'
 import { jsonBody, MAX_JSON_DEPTH } from '../../codec/json-body.js';
 import { encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
 import { sowKey, sowKeyOf, histKey, parseHistKey, sameHistKey, timeKey, tombKey, tombKeyOf, tombFloorKey, encodeTombFloor, decodeTombFloor, formKey, RECORDS_IN_HIST, TIME, HIST, SOW, TOMB } from './tables.js';
-import { extractKey, wellFormed, showKey, type KeySpec } from './sow-key.js';
+import { extractKey, keyFault, showKey, type KeySpec } from './sow-key.js';
 import { logger } from '../../core/log.js';
 import { ownCopy } from '../../codec/own-bytes.js';
 import { mergeDelta } from './delta-merge.js';
@@ -217,7 +217,8 @@ export class SowStructure implements QueueStructure {
       throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: x-opt-tm-key must be a string (or a number), got ${what}; nothing was deleted`);
     }
     if (key === '') throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: x-opt-tm-key is empty; nothing was deleted`);
-    if (!wellFormed(key)) throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: x-opt-tm-key ${showKey(key)} is not well-formed Unicode (it holds a lone surrogate); nothing was deleted`);
+    const fault = keyFault(key);
+    if (fault) throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: x-opt-tm-key ${showKey(key)} ${fault}; nothing was deleted`);
     return key;
   }
 
@@ -253,7 +254,7 @@ export class SowStructure implements QueueStructure {
         throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: message has no SOW key at ${k.missing} (sow.key=${this.settings.key.text}${hint})`);
       }
       if ('malformed' in k) {
-        throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: the SOW key at ${k.malformed} (sow.key=${this.settings.key.text}), ${showKey(k.value)}, is not well-formed Unicode (it holds a lone surrogate, which cannot be stored apart from U+FFFD)`);
+        throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: the SOW key at ${k.malformed} (sow.key=${this.settings.key.text}), ${showKey(k.value)}, ${k.fault}`);
       }
       key = k.key;
     }
