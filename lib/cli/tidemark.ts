@@ -54,7 +54,17 @@ function configSetsHttpPort(file: string): boolean {
 const overrides: Record<string, any> = {};
 if (argv.data !== undefined) overrides.dataDir = argv.data;
 if (argv.port !== undefined || argv.host !== undefined) overrides.listen = { ...(argv.port !== undefined ? { port: argv.port } : {}), ...(argv.host !== undefined ? { host: argv.host } : {}) };
+// Precedence: --log-level, then TIDEMARK_LOG_LEVEL, then the config file (an operator sets the
+// variable to turn on debug without editing the file; config validation names a bad value).
 if (argv['log-level'] !== undefined) overrides.logLevel = argv['log-level'];
+else if (process.env.TIDEMARK_LOG_LEVEL) {
+  const level = process.env.TIDEMARK_LOG_LEVEL;
+  if (!['silent', 'error', 'warn', 'info', 'debug'].includes(level)) {
+    process.stderr.write(`Error: TIDEMARK_LOG_LEVEL expects one of silent, error, warn, info, debug, got ${JSON.stringify(level)}\n`);
+    process.exit(1);
+  }
+  overrides.logLevel = level;
+}
 // `--port 0` is for running several brokers side by side: the HTTP listener must not then
 // fight over its fixed default port.
 if (argv.port === 0 && argv['http-port'] === undefined && (argv.config === undefined || !configSetsHttpPort(argv.config))) argv['http-port'] = 0;

@@ -147,6 +147,28 @@ describe('the broker process', function () {
     } finally { rmSync(dir, { recursive: true, force: true }); }
   });
 
+  it('TIDEMARK_LOG_LEVEL wins over the config file, --log-level over both; a bad value is one Error: line', async function () {
+    const dir = tempDir();
+    try {
+      const cfg = path.join(dir, 'c.json');
+      writeFileSync(cfg, JSON.stringify({ logLevel: 'info' }));
+      const infoLines = async (args: string[], env: Record<string, string>) => {
+        const b = await spawnBroker(['--port', '0', '--data', path.join(dir, 'd'), '--config', cfg, ...args], { logLevelFlag: false, env });
+        try {
+          const c = await connect(b.url); c.close();
+          await new Promise((r) => setTimeout(r, 200));
+          return b.output().split('\n').filter((l) => l.includes('"level":"info"')).length;
+        } finally { await b.kill('SIGTERM'); }
+      };
+      expect(await infoLines([], {}), 'the file says info').to.be.greaterThan(0);
+      expect(await infoLines([], { TIDEMARK_LOG_LEVEL: 'warn' }), 'the variable says warn').to.equal(0);
+      expect(await infoLines(['--log-level', 'info'], { TIDEMARK_LOG_LEVEL: 'warn' }), 'the flag says info').to.be.greaterThan(0);
+      let err: Error | undefined;
+      try { await spawnBroker(['--port', '0', '--data', path.join(dir, 'd')], { logLevelFlag: false, env: { TIDEMARK_LOG_LEVEL: 'loud' }, timeoutMs: 10000 }); } catch (e) { err = e as Error; }
+      expect(err?.message).to.match(/exited 1: Error: TIDEMARK_LOG_LEVEL expects one of silent, error, warn, info, debug, got "loud"\n/);
+    } finally { rmSync(dir, { recursive: true, force: true }); }
+  });
+
   it('a queue in config.queues the broker refuses: the error names config.queues and the queue', async function () {
     for (const [queues, want] of [
       [{ '': {} }, /^config\.queues\."": .*name/],

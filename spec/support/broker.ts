@@ -65,9 +65,11 @@ export interface ChildBroker {
 }
 
 /** Starts `bin/tidemark.js` as a child process and waits for its listening line. */
-export function spawnBroker(args: string[], opts: { timeoutMs?: number } = {}): Promise<ChildBroker> {
+/** `logLevelFlag: false` leaves out the `--log-level warn` every other test wants; `env` adds to ours. */
+export function spawnBroker(args: string[], opts: { timeoutMs?: number; logLevelFlag?: boolean; env?: Record<string, string> } = {}): Promise<ChildBroker> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/tidemark.js'), '--log-level', 'warn', '--no-http', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const flags = opts.logLevelFlag === false ? ['--no-http'] : ['--log-level', 'warn', '--no-http'];
+    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/tidemark.js'), ...flags, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
     let out = '';
     let done = false;
     const timer = setTimeout(() => { if (!done) { done = true; proc.kill('SIGKILL'); reject(new Error('broker did not start: ' + out)); } }, opts.timeoutMs ?? 15000);
