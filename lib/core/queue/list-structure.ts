@@ -64,8 +64,9 @@ export class ListStructure implements QueueStructure {
   #filtering = 0;
   #rr: ListConsumer[] = [];
   #rrIndex = 0;
-  /** Lowest position that may hold an unacquired message. */
+  /** Lowest position that may hold an unacquired message, in list epoch #hintEpoch. */
   #hint = 0;
+  #hintEpoch = 0;
   #dispatching = false;
   #again = false;
 
@@ -74,6 +75,10 @@ export class ListStructure implements QueueStructure {
   get consumerCount(): number { return this.#consumers.size; }
 
   prepare(msg: InboundMessage, scn: number, windowEnd: number | undefined): PreparedEvent {
+    // Limits count live messages: expired ones the 1 s sweep has not reached yet would make a
+    // reject queue refuse while its statistics say it has room, and a ring drop a live message
+    // instead of them. The sweep costs O(expired) (a heap).
+    if (this.admission.length > 0) this.sweep(this.queue.ctx.clock.now());
     const e = new Entry(scn, msg.bytes, msg.receivedAt);
     e.expiresAt = msg.expiresAt;
     // The decoded view is kept only while a consumer filters (it is about to be used): kept
@@ -103,6 +108,7 @@ export class ListStructure implements QueueStructure {
       failed: () => {
         for (const d of dropped) this.#undrop(d);
         this.#remove(e, 'dropped', false);
+        this.list.dropLast(e); // its SCN may be given back (a refused transaction): no hole holding it
         // The displaced entries stay; re-announce them so indexes that pointed at `e` (the LVQ
         // key map) point back at them.
         for (const d of dropped) if (!d.removed) for (const h of this.onAppended) h(d);
@@ -271,6 +277,7 @@ export class ListStructure implements QueueStructure {
   /** @internal a released entry is available again */
   released(e: Entry): void {
     e.acquiredBy = null;
+    this.#hintInEpoch();
     if (e.pos < this.#hint) this.#hint = e.pos;
     for (const c of this.#rr) if (e.pos < c.skipTo) c.skipTo = e.pos;
     this.dispatch();
@@ -301,6 +308,7 @@ export class ListStructure implements QueueStructure {
    */
   #nextAvailable(c: ListConsumer, now: number): Entry | undefined {
     if (c.skipEpoch !== this.list.epoch) { c.skipTo = 0; c.skipEpoch = this.list.epoch; }
+    this.#hintInEpoch();
     const end = this.list.end;
     const from = Math.max(this.#hint, this.list.start);
     let pos = Math.max(from, c.skipTo);
@@ -318,6 +326,11 @@ export class ListStructure implements QueueStructure {
       return e;
     }
     return undefined;
+  }
+
+  /** A compaction renumbered positions: the hint starts over from the front (it kept a stale, larger position and consumers stopped short). */
+  #hintInEpoch(): void {
+    if (this.#hintEpoch !== this.list.epoch) { this.#hint = this.list.start; this.#hintEpoch = this.list.epoch; }
   }
 
   /** Next entry for a browsing consumer, advancing its cursor. */
@@ -344,41 +357,46 @@ export class ListStructure implements QueueStructure {
     if (this.#dispatching) { this.#again = true; return; }
     this.#dispatching = true;
     try {
-      do {
-        this.#again = false;
-        const now = this.queue.ctx.clock.now();
-        for (const c of this.#consumers) {
-          if (c.acquiring || c.closed) continue;
-          while (c.sink.credit() > 0) {
-            const e = this.#nextBrowse(c, now);
-            if (!e) { c.caughtUp(); break; }
-            c.deliver(e, now);
-          }
-        }
-        let progress = true;
-        while (progress && this.#rr.length > 0) {
-          progress = false;
-          const n = this.#rr.length;
-          const start = this.#rrIndex;
-          for (let i = 0; i < n; i++) {
-            const idx = (start + i) % n;
-            const c = this.#rr[idx];
-            if (c.closed || c.sink.credit() <= 0) continue;
-            const e = this.#nextAvailable(c, now);
-            if (!e) continue;
-            e.acquiredBy = c;
-            c.deliver(e, now);
-            // Fairness: the next message starts with the consumer after this one.
-            this.#rrIndex = (idx + 1) % n;
-            progress = true;
-          }
-        }
-      } while (this.#again);
+      this.list.holdPositions(() => this.#dispatchAll());
     } catch (err) {
       log.error('dispatch failed', { queue: this.queue.name, err });
     } finally {
       this.#dispatching = false;
     }
+  }
+
+  /** dispatch()'s rounds, with list positions held still (the scans remove as they go). */
+  #dispatchAll(): void {
+    do {
+      this.#again = false;
+      const now = this.queue.ctx.clock.now();
+      for (const c of this.#consumers) {
+        if (c.acquiring || c.closed) continue;
+        while (c.sink.credit() > 0) {
+          const e = this.#nextBrowse(c, now);
+          if (!e) { c.caughtUp(); break; }
+          c.deliver(e, now);
+        }
+      }
+      let progress = true;
+      while (progress && this.#rr.length > 0) {
+        progress = false;
+        const n = this.#rr.length;
+        const start = this.#rrIndex;
+        for (let i = 0; i < n; i++) {
+          const idx = (start + i) % n;
+          const c = this.#rr[idx];
+          if (c.closed || c.sink.credit() <= 0) continue;
+          const e = this.#nextAvailable(c, now);
+          if (!e) continue;
+          e.acquiredBy = c;
+          c.deliver(e, now);
+          // Fairness: the next message starts with the consumer after this one.
+          this.#rrIndex = (idx + 1) % n;
+          progress = true;
+        }
+      }
+    } while (this.#again);
   }
 }
 

@@ -13,6 +13,8 @@ export class MessageList {
   #bytes = 0;
   /** Bumped on compaction: cursors holding positions must re-find by SCN. */
   epoch = 0;
+  /** While held (a dispatch scanning by position), removals leave their holes in place. */
+  #holds = 0;
 
   get depth(): number { return this.#live; }
   get bytes(): number { return this.#bytes; }
@@ -37,6 +39,29 @@ export class MessageList {
     return true;
   }
 
+  /**
+   * Keeps positions stable while `fn` runs: a scan that removes entries as it walks (expired
+   * ones, pre-settled deliveries) would otherwise see the list trimmed or renumbered under it.
+   * The deferred trim runs once the outermost hold ends.
+   */
+  holdPositions<T>(fn: () => T): T {
+    this.#holds++;
+    try { return fn(); } finally { if (--this.#holds === 0) this.#trim(); }
+  }
+
+  /**
+   * Takes `e` off the end of the list if it is the last entry and removed: an entry whose
+   * publish was refused before it was stored (a transaction refused at prepare) gives its
+   * SCN back, and the next publish reuses it; left as a hole, the list would hold that SCN
+   * twice and positionAfter's binary search would land before the new entry. No cursor has
+   * passed it: scans stop at an uncommitted entry.
+   */
+  dropLast(e: Entry): boolean {
+    if (!e.removed || this.#items.length === 0 || this.#items[this.#items.length - 1] !== e) return false;
+    this.#items.pop();
+    return true;
+  }
+
   /** First position whose SCN is greater than `scn`. */
   positionAfter(scn: number): number {
     let lo = 0, hi = this.#items.length;
@@ -53,6 +78,7 @@ export class MessageList {
   }
 
   #trim(): void {
+    if (this.#holds > 0) return;
     let n = 0;
     while (n < this.#items.length && this.#items[n].removed) n++;
     if (n > 0 && (n > 1024 || n === this.#items.length || n * 2 > this.#items.length)) {
