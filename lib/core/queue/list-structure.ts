@@ -285,7 +285,9 @@ export class ListStructure implements QueueStructure {
 
   /** @internal an acquired entry was accepted or rejected: gone */
   consumed(e: Entry): void {
-    this.queue.counters.acknowledged++;
+    // Counted only when the accept removed it: one purged, dropped or expired meanwhile was not
+    // "removed from the queue" by the consumer (tidemark_queue_acknowledged_total).
+    if (!e.removed) this.queue.counters.acknowledged++;
     this.#remove(e, 'consumed', true);
   }
 
