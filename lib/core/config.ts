@@ -162,8 +162,8 @@ const shape: { [k: string]: Shape } = {
     maxPendingBytesPerConnection: intShape(1, Number.MAX_SAFE_INTEGER, 'bytes a socket may hold unwritten', 'no limit'),
   },
   commit: { maxBatch: intShape(1, Number.MAX_SAFE_INTEGER, 'publishes in one LevelDB batch') },
-  compaction: { idleMs: 'number', afterMB: 'number', maxMB: 'number' },
-  memory: { idleMs: 'number', afterMB: 'number' },
+  compaction: { idleMs: intShape(1, 2 ** 31 - 1, 'ms of quiet before compacting what was written (a timer)', 'off'), afterMB: 'number', maxMB: 'number' },
+  memory: { idleMs: intShape(1, 2 ** 31 - 1, 'ms of quiet before the one full collection (a timer)', 'off'), afterMB: 'number' },
   extensions: 'array',
   queues: (v, at) => {
     if (!isObj(v)) throw new ConfigError(`${at}: expected an object of queues`);

@@ -185,8 +185,12 @@ export class NodeRegistry {
     this.#queues.delete(name);
     q.markDeleted();
     for (const f of this.onDeleted) f(q);
+    // The definition's delete goes through the committer now, before any await: a queue of the
+    // same name declared while this one is being deleted queues its definition behind it. (A
+    // direct write after idle() deleted the new queue's definition: its accepted messages
+    // were orphans at the next start, and cleared.)
+    this.#ctx.committer.addQuiet([{ type: 'del', key: metaKey(name) }]);
     await this.#ctx.committer.idle();
-    await this.#ctx.store.batch([{ type: 'del', key: metaKey(name) }], true);
     for (let tag = 0x10; tag < 0x80; tag++) {
       const p = queuePrefix(tag, q.id);
       await this.#ctx.store.clearRange(p, prefixEnd(p));

@@ -183,7 +183,14 @@ export class ListStructure implements QueueStructure {
     } finally { await cursor.close(); }
     const head = await q.ctx.store.get(queuePrefix(CoreTables.head, q.id));
     if (head) max = Math.max(max, readScn(head, 0) - 1);
-    if (expired.length) q.ctx.committer.addQuiet(expired);
+    if (expired.length) {
+      // The newest rows may be among those deleted: the head row keeps their SCNs from being
+      // handed out again after the next restart (a durable subscription past them saw nothing).
+      const v = Buffer.allocUnsafe(8);
+      writeU64(v, max + 1, 0);
+      expired.push({ type: 'put', key: queuePrefix(CoreTables.head, q.id), value: v });
+      q.ctx.committer.addQuiet(expired);
+    }
     return max;
   }
 
@@ -418,6 +425,8 @@ export class ListConsumer implements Consumer {
   closed = false;
   #caughtUp = false;
   readonly #unsettled = new Set<Entry>();
+  /** Entries this consumer refused as undeliverable-here: it leaves their `excluded` sets at close. */
+  readonly #excludedFrom = new Set<Entry>();
 
   constructor(structure: ListStructure, req: ConsumerRequest, sink: DeliverySink, opts: ListConsumerOptions) {
     this.structure = structure;
@@ -482,7 +491,12 @@ export class ListConsumer implements Consumer {
         break;
       case 'modified':
         if (o.deliveryFailed) e.deliveryCount++;
-        if (o.undeliverableHere) (e.excluded ??= new Set()).add(this);
+        if (o.undeliverableHere) {
+          (e.excluded ??= new Set()).add(this);
+          this.#excludedFrom.add(e);
+          // Kept only while the entry is in the queue: a long-lived consumer would hold them all.
+          if (this.#excludedFrom.size > 1024) for (const x of this.#excludedFrom) if (x.removed) this.#excludedFrom.delete(x);
+        }
         this.structure.released(e);
         break;
       default: {
@@ -503,6 +517,9 @@ export class ListConsumer implements Consumer {
     if (this.closed) return;
     this.closed = true;
     this.structure.detach(this);
+    // A message every reconnecting consumer refuses (undeliverable-here) held each closed one.
+    for (const e of this.#excludedFrom) { e.excluded?.delete(this); if (e.excluded?.size === 0) e.excluded = undefined; }
+    this.#excludedFrom.clear();
     for (const e of this.#unsettled) if (e.acquiredBy === this) { e.acquiredBy = null; this.structure.released(e); }
     this.#unsettled.clear();
   }
