@@ -1,6 +1,6 @@
 /**
  * Guards on rhea 3.0.5 against peers that send valid frames which break a protocol rule, or
- * legal frames rhea handles badly (docs/rhea-patches.md, patches 4-10; docs/robustness.md).
+ * legal frames rhea handles badly (docs/rhea-patches.md, patches 4-10 and 12; docs/robustness.md).
  * Found by the hostile-input audit; tests: spec/integration/protocol-edges.spec.ts.
  *
  * 4. Dispositions are applied to the deliveries that exist. rhea's Outgoing/Incoming
@@ -50,6 +50,9 @@
  *    the rest of such a flow and never answered, so a client polling the sender's state with
  *    echo waited for nothing. The answer never says drain: rhea's receivers take any flow
  *    with drain=true from the sender as the drain's end; the drain is answered as before.
+ * 12. A link's handle is freed once its detach exchange is over [AMQP 2.6.2]: rhea never freed
+ *    it (it looks for the handle in `link.remote.handle`, never set), so a flow or detach on it
+ *    reached the dead link and every link attached on a new handle stayed in memory.
  *
  * Like rhea-patches.ts this checks rhea's version and the source of everything it relies on
  * before changing anything, throws if they differ, and is idempotent.
@@ -181,6 +184,9 @@ export function applyRheaGuards(): void {
     ['Outgoing.process/Session._write_flow/write_dispositions use frames.*', hasSource(outgoingProto.process, 'frames.transfer({') && hasSource(proto._write_flow, 'this.output(frames.flow(fields));') && hasSource(outgoingProto.process, 'write_dispositions(this.pending_dispositions)')],
     ['frames.transfer/flow/disposition', ['transfer', 'flow', 'disposition'].every((k) => typeof (require('rhea/lib/frames.js') as Record<string, unknown>)[k] === 'function')],
     ['types.Reader', hasSource(Reader?.prototype?.read, 'var constructor = this.read_constructor();') && hasSource(Reader?.prototype?.read_array, 'this.read_array_items(limits.count')],
+    // 12. rhea's remove_link frees link.remote.handle, which Link.on_attach sets from frame.handle: never
+    // defined, so rhea frees nothing and cannot free a reused handle's new link by mistake.
+    ['Link.on_attach', hasSource((links.Receiver as { prototype?: Record<string, unknown> } | undefined)?.prototype?.on_attach, 'if (!this.remote.handle) {', 'this.remote.handle = frame.handle;')],
   ];
   for (const [what, ok] of checks) if (!ok) fail(what);
 
@@ -191,6 +197,7 @@ export function applyRheaGuards(): void {
   patchTransfers(proto);
   patchAttach(proto, links as { Sender: LinkCtor; Receiver: LinkCtor });
   patchEcho(proto);
+  patchHandleRelease(proto);
   guardNesting(Reader);
   Object.defineProperty(proto, APPLIED, { value: true });
 }
@@ -538,6 +545,28 @@ function answerEcho(session: Session, handle: unknown): void {
   // _write_flow reads these fields of a link; a stand-in keeps rhea's drain bookkeeping out
   // of it (_get_drain would end a drain in progress).
   session._write_flow(link ? { _get_drain: () => false, delivery_count: link.delivery_count, credit: link.credit, local: { handle: link.local.handle } } : undefined);
+}
+
+/* ---------- 12. a detached link's handle is freed [AMQP 2.6.2] ---------- */
+
+/**
+ * rhea frees a link's handle in `remove_link` (after the detach exchange) by
+ * `link.remote.handle`, which `Link.on_attach` sets from `frame.handle`: always undefined (the
+ * handle is `frame.performative.handle`). So the handle stayed bound to the dead link: a flow
+ * on it went to that link instead of ending the session (unattached-handle), a second detach
+ * closed the connection ("Detach already received"), and every link attached on a new handle
+ * stayed in memory until the session ended. The handle the peer attached with is freed here,
+ * only if it still names this link: a peer may attach a new link on it before we remove the old
+ * one (rhea removes two ticks after the detach).
+ */
+function patchHandleRelease(proto: SessionProto): void {
+  const removeLink = proto.remove_link;
+  proto.remove_link = function releasingRemoveLink(this: Session, link: Link) {
+    const r = removeLink.call(this, link);
+    const handle = (link?.remote?.attach as { handle?: unknown } | undefined)?.handle;
+    if (handle !== undefined && handle !== null && this.remote.handles[String(handle)] === link) delete this.remote.handles[String(handle)];
+    return r;
+  };
 }
 
 /* ---------- 7. nesting depth ---------- */

@@ -439,7 +439,11 @@ export class AmqpServer {
         const session = conn.remote_channel_map[frame.channel];
         const handle = frame.performative?.handle;
         if (session && (name === 'transfer' || name === 'detach' || (name === 'flow' && handle !== undefined && handle !== null))) {
-          if (typeof handle !== 'number' || !session.remote.handles[handle]) {
+          const link = typeof handle === 'number' ? session.remote.handles[handle] : undefined;
+          // A link whose detach the peer sent is unattached from then on, though rhea frees its
+          // handle only two ticks later (rhea-guards.ts 12): a flow or detach after it in the
+          // same read is no less on an unattached handle. (A transfer gets its own description there.)
+          if (!link || (name !== 'transfer' && link.state?.remote_open === false)) {
             // [AMQP 2.7.5/2.7.4] a frame for a handle that is not attached ends the session.
             if (session.state?.local_open) {
               session.end({ condition: 'amqp:session:unattached-handle', description: `${name} on unattached handle ${String(handle)}` });
