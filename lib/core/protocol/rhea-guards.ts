@@ -1,6 +1,6 @@
 /**
  * Guards on rhea 3.0.5 against peers that send valid frames which break a protocol rule, or
- * legal frames rhea handles badly (docs/rhea-patches.md, patches 4-10 and 12; docs/robustness.md).
+ * legal frames rhea handles badly (docs/rhea-patches.md, patches 4-10, 12 and 13; docs/robustness.md).
  * Found by the hostile-input audit; tests: spec/integration/protocol-edges.spec.ts.
  *
  * 4. Dispositions are applied to the deliveries that exist. rhea's Outgoing/Incoming
@@ -53,6 +53,9 @@
  * 12. A link's handle is freed once its detach exchange is over [AMQP 2.6.2]: rhea never freed
  *    it (it looks for the handle in `link.remote.handle`, never set), so a flow or detach on it
  *    reached the dead link and every link attached on a new handle stayed in memory.
+ * 13. A session's outgoing-window stays 2^32-1 [AMQP 2.5.6]: rhea took one off per transfer, so
+ *    after 2^32-1 transfers on a session the window went negative, the encoder threw on every
+ *    flow and the connection was closed.
  *
  * Like rhea-patches.ts this checks rhea's version and the source of everything it relies on
  * before changing anything, throws if they differ, and is idempotent.
@@ -186,6 +189,8 @@ export function applyRheaGuards(): void {
     ['types.Reader', hasSource(Reader?.prototype?.read, 'var constructor = this.read_constructor();') && hasSource(Reader?.prototype?.read_array, 'this.read_array_items(limits.count')],
     // 12. rhea's remove_link frees link.remote.handle, which Link.on_attach sets from frame.handle: never
     // defined, so rhea frees nothing and cannot free a reused handle's new link by mistake.
+    // 13. the outgoing window rhea counts down, and the one place it is set.
+    ['Outgoing.window', hasSource(outgoingProto.process, 'this.window -= num_to_send;') && hasSource(outgoingProto.constructor, 'this.window = types.MAX_UINT;') && Object.getOwnPropertyDescriptor(probe.outgoing, 'window')?.writable === true],
     ['Link.on_attach', hasSource((links.Receiver as { prototype?: Record<string, unknown> } | undefined)?.prototype?.on_attach, 'if (!this.remote.handle) {', 'this.remote.handle = frame.handle;')],
   ];
   for (const [what, ok] of checks) if (!ok) fail(what);
@@ -198,6 +203,7 @@ export function applyRheaGuards(): void {
   patchAttach(proto, links as { Sender: LinkCtor; Receiver: LinkCtor });
   patchEcho(proto);
   patchHandleRelease(proto);
+  keepOutgoingWindow(outgoingProto, probe.outgoing as unknown as Record<string, unknown>);
   guardNesting(Reader);
   Object.defineProperty(proto, APPLIED, { value: true });
 }
@@ -567,6 +573,29 @@ function patchHandleRelease(proto: SessionProto): void {
     if (handle !== undefined && handle !== null && this.remote.handles[String(handle)] === link) delete this.remote.handles[String(handle)];
     return r;
   };
+}
+
+/* ---------- 13. a constant outgoing window [AMQP 2.5.6] ---------- */
+
+/** The outgoing-window every session of the process announces, in begin and in every flow. */
+export const OUTGOING_WINDOW = 0xffffffff;
+
+/**
+ * rhea starts a session's `outgoing.window` at 2^32-1 and takes one off per transfer frame it
+ * writes (Outgoing.process); nothing gives it back. It only fills the outgoing-window of our
+ * begin and flows, which is ours to choose [AMQP 2.5.6]: rhea sends as the peer's incoming
+ * window allows, whatever it announces. So flows announced a window shrinking with every
+ * transfer, and after 2^32-1 transfers on one session a negative one: rhea's encoder threw on
+ * every flow of that session and the connection was closed. The window is now a constant:
+ * an accessor on Outgoing's prototype that ignores rhea's writes (its constructor's included).
+ */
+function keepOutgoingWindow(outgoingProto: Record<string, unknown>, probe: Record<string, unknown>): void {
+  delete probe.window; // the probe's own property, set before the accessor existed
+  Object.defineProperty(outgoingProto, 'window', {
+    get: () => OUTGOING_WINDOW,
+    set: () => { /* the outgoing window does not run down (see above) */ },
+    configurable: true,
+  });
 }
 
 /* ---------- 7. nesting depth ---------- */
