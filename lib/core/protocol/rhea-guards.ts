@@ -27,7 +27,8 @@
  *    settled it, which nothing does for a pre-settled delivery: after 2048 of them the window
  *    stayed shut); delivery-ids and transfer-ids wrap at 2^32; a session whose window runs low
  *    while frames arrive writes its flow (rhea waited for some other event, so a delivery of
- *    more than 1024 frames stalled).
+ *    more than 1024 frames stalled); a delivery is settled when any of its frames says so
+ *    (rhea read the first frame's flag only, and the receiver answered a settled delivery).
  * 6. Attach [AMQP 2.6.1, 2.6.2, 2.7.3], on the server's connections: an attach on a handle
  *    that is still attached ends the session with amqp:session:handle-in-use (rhea silently
  *    re-pointed the handle); an attach whose name is already attached on the session in the
@@ -407,6 +408,9 @@ function patchTransfers(proto: SessionProto): void {
     }
     if (p.aborted === true) { abort(this, frame, link, onTransfer); return; }
     const before = link._incomplete;
+    // [AMQP 2.7.5] a delivery is settled if any of its frames says so; rhea reads only the
+    // first frame's flag, so one settled on a later frame was answered with a disposition.
+    if (before !== undefined && p.settled === true) before.remote_settled = true;
     onTransfer.call(this, frame);
     wrapCounters(inc);
     const open = link._incomplete;
