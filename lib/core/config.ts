@@ -153,7 +153,7 @@ const shape: { [k: string]: Shape } = {
     maxMessageSize: intShape(1, Number.MAX_SAFE_INTEGER, 'the largest message accepted, in bytes'),
     maxConnections: intShape(1, Number.MAX_SAFE_INTEGER, 'connections at once'),
     maxSessionsPerConnection: intShape(1, 65536, 'sessions per connection (channel-max is one less; AMQP channels are 16-bit)'),
-    maxLinksPerSession: intShape(1, 2 ** 32, 'links per session (handle-max is one less)'),
+    maxLinksPerSession: intShape(1, 2 ** 32, 'links attached at once on a session (more are detached with amqp:resource-limit-exceeded)'),
     maxUnsettledPerLink: intShape(1, Number.MAX_SAFE_INTEGER, 'deliveries a receiver may hold unsettled'),
     // Timers: Node fires a setTimeout past 2^31 - 1 ms at once, and silence is timed at 2 × idleTimeoutMs.
     idleTimeoutMs: intShape(200, 2 ** 30 - 1, 'the idle time-out advertised in open, in ms (under 200 the broker refuses it from peers; twice it must fit a timer)', 'no idle time-out'),

@@ -1,6 +1,6 @@
 /**
  * Guards on rhea 3.0.5 against peers that send valid frames which break a protocol rule, or
- * legal frames rhea handles badly (docs/rhea-patches.md, patches 4-10; docs/robustness.md).
+ * legal frames rhea handles badly (docs/rhea-patches.md, patches 4-10, 12 and 13; docs/robustness.md).
  * Found by the hostile-input audit; tests: spec/integration/protocol-edges.spec.ts.
  *
  * 4. Dispositions are applied to the deliveries that exist. rhea's Outgoing/Incoming
@@ -27,7 +27,8 @@
  *    settled it, which nothing does for a pre-settled delivery: after 2048 of them the window
  *    stayed shut); delivery-ids and transfer-ids wrap at 2^32; a session whose window runs low
  *    while frames arrive writes its flow (rhea waited for some other event, so a delivery of
- *    more than 1024 frames stalled).
+ *    more than 1024 frames stalled); a delivery is settled when any of its frames says so
+ *    (rhea read the first frame's flag only, and the receiver answered a settled delivery).
  * 6. Attach [AMQP 2.6.1, 2.6.2, 2.7.3], on the server's connections: an attach on a handle
  *    that is still attached ends the session with amqp:session:handle-in-use (rhea silently
  *    re-pointed the handle); an attach whose name is already attached on the session in the
@@ -50,6 +51,12 @@
  *    the rest of such a flow and never answered, so a client polling the sender's state with
  *    echo waited for nothing. The answer never says drain: rhea's receivers take any flow
  *    with drain=true from the sender as the drain's end; the drain is answered as before.
+ * 12. A link's handle is freed once its detach exchange is over [AMQP 2.6.2]: rhea never freed
+ *    it (it looks for the handle in `link.remote.handle`, never set), so a flow or detach on it
+ *    reached the dead link and every link attached on a new handle stayed in memory.
+ * 13. A session's outgoing-window stays 2^32-1 [AMQP 2.5.6]: rhea took one off per transfer, so
+ *    after 2^32-1 transfers on a session the window went negative, the encoder threw on every
+ *    flow and the connection was closed.
  *
  * Like rhea-patches.ts this checks rhea's version and the source of everything it relies on
  * before changing anything, throws if they differ, and is idempotent.
@@ -181,6 +188,11 @@ export function applyRheaGuards(): void {
     ['Outgoing.process/Session._write_flow/write_dispositions use frames.*', hasSource(outgoingProto.process, 'frames.transfer({') && hasSource(proto._write_flow, 'this.output(frames.flow(fields));') && hasSource(outgoingProto.process, 'write_dispositions(this.pending_dispositions)')],
     ['frames.transfer/flow/disposition', ['transfer', 'flow', 'disposition'].every((k) => typeof (require('rhea/lib/frames.js') as Record<string, unknown>)[k] === 'function')],
     ['types.Reader', hasSource(Reader?.prototype?.read, 'var constructor = this.read_constructor();') && hasSource(Reader?.prototype?.read_array, 'this.read_array_items(limits.count')],
+    // 12. rhea's remove_link frees link.remote.handle, which Link.on_attach sets from frame.handle: never
+    // defined, so rhea frees nothing and cannot free a reused handle's new link by mistake.
+    // 13. the outgoing window rhea counts down, and the one place it is set.
+    ['Outgoing.window', hasSource(outgoingProto.process, 'this.window -= num_to_send;') && hasSource(outgoingProto.constructor, 'this.window = types.MAX_UINT;') && Object.getOwnPropertyDescriptor(probe.outgoing, 'window')?.writable === true],
+    ['Link.on_attach', hasSource((links.Receiver as { prototype?: Record<string, unknown> } | undefined)?.prototype?.on_attach, 'if (!this.remote.handle) {', 'this.remote.handle = frame.handle;')],
   ];
   for (const [what, ok] of checks) if (!ok) fail(what);
 
@@ -191,6 +203,8 @@ export function applyRheaGuards(): void {
   patchTransfers(proto);
   patchAttach(proto, links as { Sender: LinkCtor; Receiver: LinkCtor });
   patchEcho(proto);
+  patchHandleRelease(proto);
+  keepOutgoingWindow(outgoingProto, probe.outgoing as unknown as Record<string, unknown>);
   guardNesting(Reader);
   Object.defineProperty(proto, APPLIED, { value: true });
 }
@@ -394,6 +408,9 @@ function patchTransfers(proto: SessionProto): void {
     }
     if (p.aborted === true) { abort(this, frame, link, onTransfer); return; }
     const before = link._incomplete;
+    // [AMQP 2.7.5] a delivery is settled if any of its frames says so; rhea reads only the
+    // first frame's flag, so one settled on a later frame was answered with a disposition.
+    if (before !== undefined && p.settled === true) before.remote_settled = true;
     onTransfer.call(this, frame);
     wrapCounters(inc);
     const open = link._incomplete;
@@ -538,6 +555,51 @@ function answerEcho(session: Session, handle: unknown): void {
   // _write_flow reads these fields of a link; a stand-in keeps rhea's drain bookkeeping out
   // of it (_get_drain would end a drain in progress).
   session._write_flow(link ? { _get_drain: () => false, delivery_count: link.delivery_count, credit: link.credit, local: { handle: link.local.handle } } : undefined);
+}
+
+/* ---------- 12. a detached link's handle is freed [AMQP 2.6.2] ---------- */
+
+/**
+ * rhea frees a link's handle in `remove_link` (after the detach exchange) by
+ * `link.remote.handle`, which `Link.on_attach` sets from `frame.handle`: always undefined (the
+ * handle is `frame.performative.handle`). So the handle stayed bound to the dead link: a flow
+ * on it went to that link instead of ending the session (unattached-handle), a second detach
+ * closed the connection ("Detach already received"), and every link attached on a new handle
+ * stayed in memory until the session ended. The handle the peer attached with is freed here,
+ * only if it still names this link: a peer may attach a new link on it before we remove the old
+ * one (rhea removes two ticks after the detach).
+ */
+function patchHandleRelease(proto: SessionProto): void {
+  const removeLink = proto.remove_link;
+  proto.remove_link = function releasingRemoveLink(this: Session, link: Link) {
+    const r = removeLink.call(this, link);
+    const handle = (link?.remote?.attach as { handle?: unknown } | undefined)?.handle;
+    if (handle !== undefined && handle !== null && this.remote.handles[String(handle)] === link) delete this.remote.handles[String(handle)];
+    return r;
+  };
+}
+
+/* ---------- 13. a constant outgoing window [AMQP 2.5.6] ---------- */
+
+/** The outgoing-window every session of the process announces, in begin and in every flow. */
+export const OUTGOING_WINDOW = 0xffffffff;
+
+/**
+ * rhea starts a session's `outgoing.window` at 2^32-1 and takes one off per transfer frame it
+ * writes (Outgoing.process); nothing gives it back. It only fills the outgoing-window of our
+ * begin and flows, which is ours to choose [AMQP 2.5.6]: rhea sends as the peer's incoming
+ * window allows, whatever it announces. So flows announced a window shrinking with every
+ * transfer, and after 2^32-1 transfers on one session a negative one: rhea's encoder threw on
+ * every flow of that session and the connection was closed. The window is now a constant:
+ * an accessor on Outgoing's prototype that ignores rhea's writes (its constructor's included).
+ */
+function keepOutgoingWindow(outgoingProto: Record<string, unknown>, probe: Record<string, unknown>): void {
+  delete probe.window; // the probe's own property, set before the accessor existed
+  Object.defineProperty(outgoingProto, 'window', {
+    get: () => OUTGOING_WINDOW,
+    set: () => { /* the outgoing window does not run down (see above) */ },
+    configurable: true,
+  });
 }
 
 /* ---------- 7. nesting depth ---------- */

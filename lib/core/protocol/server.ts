@@ -351,7 +351,8 @@ export class AmqpServer {
   /** Installs the wrappers that must exist before `accept` binds the socket. */
   #harden(conn: any, socket: net.Socket, saslRequired: boolean): void {
     const maxFrame = this.#backend.config.limits.maxFrameSize;
-    const h = { failed: false, openSent: false, saslRequired };
+    // lastFrameAt: when a read last completed a frame or a protocol header (#hardenTransports).
+    const h = { failed: false, openSent: false, saslRequired, lastFrameAt: performance.now() };
     conn[HARDEN] = h;
     // 1. Oversized frames: a partial frame whose declared size exceeds max-frame-size is
     //    refused as soon as its size prefix arrives, not buffered to the end.
@@ -360,7 +361,18 @@ export class AmqpServer {
     conn.input = function (buff: Buffer) {
       if (h.failed) return; // a failed connection reads nothing more
       backend.onActivity?.(buff.length);
+      const lastFrameAt = h.lastFrameAt;
       input.call(conn, buff);
+      // The idle time-out runs from the last frame received [AMQP 2.4.5]. rhea stops its idle
+      // timer on any bytes and restarts it only once the frame they belong to is complete, so
+      // one byte of a never-ending frame held a connection for good. A read that completed no
+      // frame keeps the deadline the last frame set.
+      const idleMs = conn.local?.open?.idle_time_out;
+      if (h.lastFrameAt === lastFrameAt && idleMs > 0 && !h.failed) {
+        clearTimeout(conn.heartbeat_in);
+        const silentFor = performance.now() - h.lastFrameAt;
+        conn.heartbeat_in = setTimeout(conn.idle.bind(conn), Math.max(0, idleMs * 2 - silentFor));
+      }
       if (!h.failed && conn.frame_size !== undefined && conn.frame_size > maxFrame) {
         server.#protocolFailure(conn, 'amqp:connection:framing-error', `frame of ${conn.frame_size} bytes exceeds max-frame-size ${maxFrame}`);
         try { socket.end(); } catch { /* gone */ }
@@ -439,7 +451,11 @@ export class AmqpServer {
         const session = conn.remote_channel_map[frame.channel];
         const handle = frame.performative?.handle;
         if (session && (name === 'transfer' || name === 'detach' || (name === 'flow' && handle !== undefined && handle !== null))) {
-          if (typeof handle !== 'number' || !session.remote.handles[handle]) {
+          const link = typeof handle === 'number' ? session.remote.handles[handle] : undefined;
+          // A link whose detach the peer sent is unattached from then on, though rhea frees its
+          // handle only two ticks later (rhea-guards.ts 12): a flow or detach after it in the
+          // same read is no less on an unattached handle. (A transfer gets its own description there.)
+          if (!link || (name !== 'transfer' && link.state?.remote_open === false)) {
             // [AMQP 2.7.5/2.7.4] a frame for a handle that is not attached ends the session.
             if (session.state?.local_open) {
               session.end({ condition: 'amqp:session:unattached-handle', description: `${name} on unattached handle ${String(handle)}` });
@@ -489,7 +505,9 @@ export class AmqpServer {
           if (size > maxFrame) throw new ProtocolError(`frame of ${size} bytes exceeds max-frame-size ${maxFrame}`);
           off += size;
         }
-        return read.call(transport, buffer);
+        const consumed = read.call(transport, buffer);
+        if (consumed > 0) { const h = conn[HARDEN]; if (h) h.lastFrameAt = performance.now(); }
+        return consumed;
       };
     };
     guard(conn.amqp_transport);

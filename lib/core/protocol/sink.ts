@@ -180,7 +180,8 @@ export class RheaSink implements DeliverySink {
   /**
    * A delivery written straight into the connection's frame buffer, with the session and
    * link state moved exactly as rhea's Outgoing.process moves it for one single-frame
-   * delivery (ids, windows, credit, delivery count, tag). rhea's way costs a delivery
+   * delivery (ids, credit, delivery count, tag; the outgoing window is constant, rhea-guards.ts
+   * 13). rhea's way costs a delivery
    * object with a closure, a queue slot and a pass of process() per message: most of the
    * send path of a snapshot. Only when nothing of this session waits in rhea's outgoing
    * queue (so ids and frames stay in order) and the message fits one frame; otherwise
@@ -209,7 +210,6 @@ export class RheaSink implements DeliverySink {
     const id = out.next_delivery_id++;
     out.next_pending_delivery++;
     out.next_transfer_id++;
-    out.window--;
     s.credit--;
     s.delivery_count++;
     // rhea's counter goes past 2^32; the frame carries it as the serial number it is.
