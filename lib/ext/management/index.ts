@@ -7,8 +7,9 @@
 import type { Extension, ManagementRequest, ManagementResponse, AuthAction } from '../../core/extensions.js';
 import type { BrokerContext } from '../../core/broker-context.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
-import { encodeMessage } from '../../codec/message-bytes.js';
-import { typed } from '../../codec/amqp.js';
+import { encodeMessage, readPropertyTyped, PROPERTY_FIELD } from '../../codec/message-bytes.js';
+import { typed, amqpTypes } from '../../codec/amqp.js';
+import type { InboundMessage } from '../../core/queue/inbound.js';
 import { logger } from '../../core/log.js';
 import { toBool } from '../../address/index.js';
 import { RESERVED_NODE_PROPERTIES } from '../../core/node-registry.js';
@@ -30,6 +31,22 @@ function requireQueue(req: ManagementRequest, broker: BrokerContext) {
   const q = broker.nodes.get(req.name);
   if (!q) throw new TidemarkError(Conditions.notFound, `no such queue: ${req.name}`);
   return q;
+}
+
+/**
+ * The reply's correlation-id: the request's message-id (else its correlation-id) with its AMQP
+ * type, read from the request's bytes. The decoded view loses the type, and rhea encodes any
+ * Buffer id as a uuid: a 3-byte binary id went out as 16 bytes, 13 of them whatever the
+ * encoder's buffer held (other clients' messages; session 22).
+ */
+export function replyCorrelationId(msg: InboundMessage): unknown {
+  try {
+    return readPropertyTyped(msg.bytes, PROPERTY_FIELD.messageId) ?? readPropertyTyped(msg.bytes, PROPERTY_FIELD.correlationId);
+  } catch {
+    // Decoded but not readable typed (not expected): a Buffer goes back as binary, its own length.
+    const id = msg.message.message_id ?? msg.message.correlation_id;
+    return Buffer.isBuffer(id) ? amqpTypes.wrap_binary(id) : id;
+  }
 }
 
 /** An AMQP map as rhea decodes it: a plain object (not a list, binary, timestamp or typed value). */
@@ -178,7 +195,7 @@ export function managementExtension(): Extension {
             return;
           }
           const bytes = encodeMessage({
-            correlation_id: m.message_id ?? m.correlation_id, to: replyTo,
+            correlation_id: replyCorrelationId(msg), to: replyTo,
             application_properties: { statusCode: typed.int(res.statusCode), statusDescription: res.statusDescription }, // int, as AMQP Management has it
             body: res.body === undefined ? null : res.body,
           });

@@ -1,0 +1,134 @@
+/**
+ * Session 22 audit of the management surfaces ($management, the HTTP API, tidemark-config):
+ * each case failed on the code before its fix (docs/robustness.md 13).
+ */
+import { expect } from 'chai';
+import { request as httpRequest } from 'node:http';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { connect, send, openReceiver, r, sleep, type Conn } from '../support/client.js';
+import { runTool } from '../support/tools.js';
+import { amqpTypes, amqpMessage } from '../../lib/codec/amqp.js';
+import { rawBytes } from '../../lib/core/protocol/raw-message.js';
+
+interface Reply { statusCode: number; statusDescription: string; body: any; correlationId: any; bytes?: Buffer }
+
+/** One $management request over `conn`; resolves with the reply (and its bytes as received). */
+async function mgmt(conn: Conn, ap: Record<string, unknown>, body: unknown = {}, ids: Record<string, unknown> = { message_id: 'req-1' }): Promise<Reply> {
+  const rcv = await openReceiver(conn, { dynamic: true });
+  const replyTo = rcv.source.address;
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('no management reply')), 5000);
+    rcv.on('message', (ctx: any) => {
+      clearTimeout(t);
+      const m = ctx.message;
+      resolve({ statusCode: Number(m.application_properties.statusCode), statusDescription: String(m.application_properties.statusDescription), body: m.body, correlationId: m.correlation_id, bytes: rawBytes(m) });
+      rcv.close();
+    });
+    rcv.add_credit(1);
+    const s = conn.connection.open_sender('$management');
+    s.once('sendable', () => s.send({ ...ids, reply_to: replyTo, application_properties: { type: 'queue', ...ap }, body }));
+  });
+}
+
+/** The reply's correlation-id as encoded: its type name and value, read with rhea's reader (no unwrapping). */
+function encodedCorrelationId(bytes: Buffer): { type: string; value: any } {
+  const reader = new amqpTypes.Reader(bytes);
+  while (reader.remaining() > 0) {
+    const section = reader.read();
+    if (section.descriptor?.value === 0x73) {
+      const v = section.value[5];
+      return { type: v.type.name, value: v.value };
+    }
+  }
+  throw new Error('no properties section');
+}
+
+function get(url: string, method = 'GET', timeoutMs = 3000): Promise<{ status: number; headers: any; body: string; timedOut: boolean }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method }, (res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      const t = setTimeout(() => { res.destroy(); resolve({ status: res.statusCode!, headers: res.headers, body, timedOut: true }); }, timeoutMs);
+      res.on('end', () => { clearTimeout(t); resolve({ status: res.statusCode!, headers: res.headers, body, timedOut: false }); });
+    });
+    req.setTimeout(timeoutMs, () => { req.destroy(); resolve({ status: 0, headers: {}, body: '', timedOut: true }); });
+    req.on('error', (e) => { if ((e as any).code !== 'ECONNRESET') reject(e); });
+    req.end();
+  });
+}
+
+describe('session 22 audit: $management', function () {
+  this.timeout(30000);
+  let tb: TestBroker;
+  before(async () => {
+    tb = await startTestBroker({ auth: { anonymous: 'loopback', users: { alice: { password: 'a' }, bob: { password: 'b' } } } });
+  });
+  after(async () => { await tb?.stop(); });
+
+  describe('the reply correlation-id is the request message-id with its AMQP type', function () {
+    const ulongPast53 = Buffer.from('00300000000000a5', 'hex'); // 1.5 * 2^53 + 165: rhea decodes it to these 8 bytes
+    const uuid = Buffer.from('0123456789abcdef0123456789abcdef', 'hex');
+    const cases: Array<[string, unknown, string, (v: any) => void]> = [
+      ['binary of 3 bytes', () => r.types.wrap_binary(Buffer.from('abc')), 'Vbin8', (v) => expect(Buffer.from(v).toString('hex')).to.equal('616263')],
+      ['empty binary', () => r.types.wrap_binary(Buffer.alloc(0)), 'Vbin8', (v) => expect(Buffer.from(v).length).to.equal(0)],
+      ['ulong past 2^53', () => r.types.wrap_ulong(ulongPast53), 'Ulong', (v) => expect(Buffer.from(v).toString('hex')).to.equal(ulongPast53.toString('hex'))],
+      ['small ulong', () => r.types.wrap_ulong(7), 'SmallUlong', (v) => expect(v).to.equal(7)],
+      ['uuid', () => r.types.wrap_uuid(uuid), 'Uuid', (v) => expect(Buffer.from(v).toString('hex')).to.equal(uuid.toString('hex'))],
+      ['string', () => 'req-7', 'Str8', (v) => expect(v).to.equal('req-7')],
+    ];
+    for (const [what, id, type, check] of cases) {
+      it(`${what} comes back as ${type}, same value`, async () => {
+        const c = await connect(tb.url);
+        try {
+          const res = await mgmt(c, { operation: 'QUERY' }, {}, { message_id: (id as () => unknown)() });
+          expect(res.statusCode).to.equal(200);
+          const cid = encodedCorrelationId(res.bytes!);
+          expect(cid.type).to.equal(type);
+          check(cid.value);
+        } finally { await c.close(); }
+      });
+    }
+
+    it('without a message-id, the request correlation-id comes back, typed', async () => {
+      const c = await connect(tb.url);
+      try {
+        const res = await mgmt(c, { operation: 'QUERY' }, {}, { correlation_id: r.types.wrap_binary(Buffer.from('xy')) });
+        const cid = encodedCorrelationId(res.bytes!);
+        expect([cid.type, Buffer.from(cid.value).toString()]).to.deep.equal(['Vbin8', 'xy']);
+      } finally { await c.close(); }
+    });
+
+    it('never carries broker memory: 200 replies to empty binary ids while another client publishes', async () => {
+      const victim = await connect(tb.url);
+      const c = await connect(tb.url);
+      try {
+        const vs = victim.connection.open_sender('victimq');
+        let n = 0;
+        vs.on('sendable', () => { while (vs.sendable() && n < 2000) vs.send({ body: 'SECRET-PASSWORD-' + (n++) }); });
+        const rcv = await openReceiver(c, { dynamic: true }, { credit_window: 500 });
+        const ids: Buffer[] = [];
+        const done = new Promise<void>((resolve) => rcv.on('message', (ctx: any) => {
+          ids.push(encodedCorrelationId(rawBytes(ctx.message)!).value);
+          if (ids.length === 200) resolve();
+        }));
+        const s = c.connection.open_sender('$management');
+        s.once('sendable', () => {
+          for (let i = 0; i < 200; i++) s.send({ message_id: r.types.wrap_binary(Buffer.alloc(0)), reply_to: rcv.source.address, application_properties: { operation: 'READ', type: 'queue', name: 'victimq' }, body: {} });
+        });
+        await done;
+        expect(ids.filter((b) => Buffer.from(b).length !== 0).length, 'ids that are not the empty binary sent').to.equal(0);
+      } finally { await c.close(); await victim.close(); }
+    });
+  });
+
+  it("rhea's Writer pads a fixed-width Buffer shorter than its type with zeros, not with what its buffer held", () => {
+    const w = new amqpTypes.Writer(Buffer.alloc(64, 0xee));
+    w.write(amqpTypes.wrap_uuid(Buffer.from('abc')));
+    w.write(amqpTypes.wrap_ulong(Buffer.from([1, 2])));
+    const out: Buffer = w.toBuffer();
+    expect(out.toString('hex')).to.equal('98' + '616263' + '00'.repeat(13) + '80' + '0102' + '00'.repeat(6));
+    // and through message encoding, the path $management replies take
+    const bytes: Buffer = amqpMessage.encode({ correlation_id: amqpTypes.wrap_uuid(Buffer.from('abc')) });
+    expect(bytes.includes(Buffer.from('616263' + '00'.repeat(13), 'hex'))).to.equal(true);
+  });
+});
