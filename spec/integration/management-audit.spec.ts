@@ -131,4 +131,49 @@ describe('session 22 audit: $management', function () {
     const bytes: Buffer = amqpMessage.encode({ correlation_id: amqpTypes.wrap_uuid(Buffer.from('abc')) });
     expect(bytes.includes(Buffer.from('616263' + '00'.repeat(13), 'hex'))).to.equal(true);
   });
+
+  describe('DELETE if_empty / if_unused', function () {
+    async function deleteWith(name: string, body: unknown, fill = true): Promise<Reply> {
+      if (fill) await send(tb.url, name, [{ body: 'one' }]);
+      const c = await connect(tb.url);
+      try { return await mgmt(c, { operation: 'DELETE', name }, body); } finally { await c.close(); }
+    }
+
+    for (const v of ['True', 'yes', 'TRUE', 1, true, 'on']) {
+      it(`{if_empty: ${JSON.stringify(v)}} refuses a non-empty queue (409), as durable reads booleans`, async () => {
+        const name = `del.ie.${String(v)}`;
+        const res = await deleteWith(name, { if_empty: v });
+        expect(res.statusCode, res.statusDescription).to.equal(409);
+        expect(tb.broker.nodes.get(name)).to.not.equal(undefined);
+      });
+    }
+
+    it('{if_unused: "yes"} refuses a queue with a consumer (409)', async () => {
+      const c = await connect(tb.url);
+      try {
+        await openReceiver(c, 'del.iu', { credit_window: 0 });
+        const res = await deleteWith('del.iu', { if_unused: 'yes' }, false);
+        expect(res.statusCode, res.statusDescription).to.equal(409);
+        expect(tb.broker.nodes.get('del.iu')).to.not.equal(undefined);
+      } finally { await c.close(); }
+    });
+
+    it('a value that is not a boolean, a misspelt key or a body that is not a map is 400 naming it, and deletes nothing', async () => {
+      for (const [body, named] of [[{ if_empty: 'maybe' }, 'if_empty'], [{ 'if-empty': true }, 'if-empty'], [{ ifEmpty: true }, 'ifEmpty'], [{ if_unused: [1] }, 'if_unused'], [['if_empty'], 'map']] as const) {
+        const name = `del.bad.${named}.${Array.isArray(body) ? 'list' : 'map'}`;
+        const res = await deleteWith(name, body);
+        expect(res.statusCode, `${JSON.stringify(body)}: ${res.statusDescription}`).to.equal(400);
+        expect(res.statusDescription).to.contain(named);
+        expect(tb.broker.nodes.get(name), JSON.stringify(body)).to.not.equal(undefined);
+      }
+    });
+
+    it('{if_empty: "false"}, {force: true} and an empty body delete (204)', async () => {
+      for (const [i, body] of [{ if_empty: 'false' }, { force: true }, {}].entries()) {
+        const res = await deleteWith(`del.ok.${i}`, body);
+        expect(res.statusCode, res.statusDescription).to.equal(204);
+        expect(tb.broker.nodes.get(`del.ok.${i}`)).to.equal(undefined);
+      }
+    });
+  });
 });

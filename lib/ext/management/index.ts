@@ -66,6 +66,28 @@ export function kindOf(v: unknown): string {
   return typeof v === 'object' ? 'a described or typed value' : `a ${typeof v}`;
 }
 
+/** Keys a DELETE body may hold; `force` is what tidemark-config sends for brokers that refuse by default (no effect here). */
+const DELETE_KEYS = ['if_empty', 'if_unused', 'force'];
+
+/**
+ * The checks a DELETE body asks for, its flags read as queue booleans are (wire.md 2.1:
+ * `"True"`, `"yes"`, 1). Only `true`, `'true'` and 1 used to count: `{if_empty: "True"}` or a
+ * misspelt `if-empty` deleted a non-empty queue. A value that is not a boolean, an unknown
+ * key or a body that is not a map is a 400, and nothing is deleted.
+ */
+export function deleteChecks(body: unknown): { ifEmpty: boolean; ifUnused: boolean } {
+  if (body === undefined || body === null) return { ifEmpty: false, ifUnused: false };
+  if (!isMap(body)) throw new TidemarkError(Conditions.invalidField, `DELETE body must be a map ({if_empty, if_unused}), got ${kindOf(body)}; nothing was deleted`);
+  const unknown = Object.keys(body).filter((k) => !DELETE_KEYS.includes(k));
+  if (unknown.length) throw new TidemarkError(Conditions.invalidField, `DELETE: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')} (known: ${DELETE_KEYS.join(', ')}); nothing was deleted`);
+  const flag = (k: string) => {
+    if (body[k] === undefined || body[k] === null) return false;
+    try { return toBool(k, body[k]); } catch (e) { throw new TidemarkError(Conditions.invalidField, `DELETE ${(e as Error).message}; nothing was deleted`); }
+  };
+  flag('force');
+  return { ifEmpty: flag('if_empty'), ifUnused: flag('if_unused') };
+}
+
 const coreOps: Record<string, Op> = {
   async CREATE(req, broker) {
     if (!req.name) throw new TidemarkError(Conditions.invalidField, 'CREATE needs application property name');
@@ -111,10 +133,10 @@ const coreOps: Record<string, Op> = {
     // wire.md 7: DELETE deletes. Like qpidd's queue-delete, a request may ask for checks:
     // body {if_empty: true} and/or {if_unused: true} answer 409 instead when they fail
     // (tidemark-config del queue asks for both unless --force).
-    const flag = (v: unknown) => v === true || v === 'true' || v === 1;
+    const { ifEmpty, ifUnused } = deleteChecks(req.body);
     const info = broker.queueInfo(q);
     const depth = info.depth as number, consumers = info.consumers as number;
-    if ((flag(req.body?.if_empty) && depth > 0) || (flag(req.body?.if_unused) && consumers > 0)) {
+    if ((ifEmpty && depth > 0) || (ifUnused && consumers > 0)) {
       return { statusCode: 409, statusDescription: `queue ${q.name} is not empty or in use (depth ${depth}, consumers ${consumers})` };
     }
     await broker.nodes.delete(q.name);
