@@ -176,4 +176,25 @@ describe('session 22 audit: $management', function () {
       }
     });
   });
+
+  it("another user's temporary queue is answered as one that does not exist (404): READ, PURGE, DELETE, SOW-DELETE", async () => {
+    const alice = await connect(tb.url, { username: 'alice', password: 'a' });
+    const bob = await connect(tb.url, { username: 'bob', password: 'b' });
+    try {
+      const rcv = await openReceiver(alice, { dynamic: true, dynamic_node_properties: { 'sow.key': '/id' } }, { credit_window: 0 });
+      const tmp = rcv.source.address as string;
+      await send(tb.url, tmp, [{ body: JSON.stringify({ id: 'a', secret: 'private to alice' }) }]);
+      const absent = await mgmt(bob, { operation: 'READ', name: 'no.such.queue' });
+      for (const [operation, body] of [['READ', {}], ['PURGE', {}], ['DELETE', {}], ['SOW-DELETE', { all: true }]] as const) {
+        const res = await mgmt(bob, { operation, name: tmp }, body);
+        expect([res.statusCode, res.statusDescription], operation).to.deep.equal([404, `no such queue: ${tmp}`]);
+        expect(res.body ?? null, operation).to.equal(null);
+      }
+      expect(absent.statusCode).to.equal(404);
+      expect(tb.broker.queueInfo(tb.broker.nodes.get(tmp)!).depth).to.equal(1);
+      // its owner still reads it
+      const own = await mgmt(alice, { operation: 'READ', name: tmp });
+      expect([own.statusCode, own.body?.depth]).to.deep.equal([200, 1]);
+    } finally { await alice.close(); await bob.close(); }
+  });
 });

@@ -162,6 +162,7 @@ export function managementExtension(): Extension {
     if (!op) return { statusCode: 400, statusDescription: `unknown operation ${req.operation} (known: ${[...ops.keys()].join(', ')})` };
     const denied = unauthorized(req);
     if (denied) return { statusCode: 403, statusDescription: `${Conditions.unauthorized}: ${denied}` };
+    if (othersTemporary(req)) return { statusCode: 404, statusDescription: `no such queue: ${req.name}` };
     try { return await op(req, broker); }
     catch (e) {
       if (e instanceof TidemarkError) return { statusCode: statusFor[e.condition] ?? 500, statusDescription: e.message };
@@ -184,6 +185,18 @@ export function managementExtension(): Extension {
       : req.operation === 'CREATE' ? ['manage', 'create'] : ['manage'];
     const missing = need.find((a) => !can(a));
     return missing ? `user ${req.user} may not ${missing} queue ${req.name} (${req.operation})` : undefined;
+  }
+
+  /**
+   * Whether the request names another user's temporary queue: private to its creator's links
+   * (docs/security.md), so answered as a queue that does not exist (404), as QUERY and the
+   * HTTP API leave it out. READ, PURGE and DELETE used to serve it to anyone allowed by the
+   * ACL's rules on its name. CREATE still answers 409 (the name is taken).
+   */
+  function othersTemporary(req: ManagementRequest): boolean {
+    if (req.name === undefined || req.operation === 'CREATE' || req.operation.startsWith('SUBSCRIPTION-')) return false;
+    const q = broker.nodes.get(req.name);
+    return q !== undefined && q.def.temporary === true && q.def.owner !== req.user;
   }
 
   return {
