@@ -198,3 +198,124 @@ describe('session 22 audit: $management', function () {
     } finally { await alice.close(); await bob.close(); }
   });
 });
+
+describe('session 22 audit: HTTP API', function () {
+  this.timeout(40000);
+  let tb: TestBroker;
+  let http: string;
+  before(async () => {
+    tb = await startTestBroker({
+      http: { enabled: true, host: '127.0.0.1', port: 0 },
+      limits: { maxLinksPerSession: 3 },
+      acl: { default: 'allow', rules: [{ user: 'anonymous', queue: 'secret*', allow: ['create', 'publish'] }] },
+    });
+    http = tb.broker.httpUrl!;
+    for (const [name, body] of [['plainq', {}], ['sowq', { 'sow.key': '/id', 'sow.history.window': '1h' }]] as const) {
+      const c = await connect(tb.url);
+      try { expect((await mgmt(c, { operation: 'CREATE', name }, body)).statusCode).to.equal(201); } finally { await c.close(); }
+    }
+    // anonymous may not read secret* (the ACL above): declared directly
+    tb.broker.nodes.declare('secretq', { durable: false, arguments: { 'sow.key': '/id', 'sow.history.window': '1h' } });
+  });
+  after(async () => { await tb?.stop(); });
+
+  it('"not a SOW queue" is 404 amqp:not-found on /history, as on /sow', async () => {
+    const sow = await get(`${http}/api/queues/plainq/sow`);
+    const hist = await get(`${http}/api/queues/plainq/history?key=k`);
+    expect([sow.status, JSON.parse(sow.body).error]).to.deep.equal([404, 'amqp:not-found']);
+    expect([hist.status, JSON.parse(hist.body).error]).to.deep.equal([404, 'amqp:not-found']);
+    expect(JSON.parse(hist.body).description).to.match(/not a SOW queue/);
+  });
+
+  it('/events refused by the ACL answers 403 {error, description} as /sow does, with no stream', async () => {
+    const sow = await get(`${http}/api/queues/secretq/sow`);
+    expect(sow.status).to.equal(403);
+    const ev = await get(`${http}/api/queues/secretq/events`, 'GET', 3000);
+    expect(ev.timedOut, 'the refusal is a complete answer').to.equal(false);
+    expect(ev.status).to.equal(403);
+    expect(ev.body).to.not.match(/event: /);
+    expect(JSON.parse(ev.body)).to.include({ error: 'amqp:unauthorized-access' });
+    expect(JSON.parse(ev.body).description).to.match(/secretq/);
+    expect(ev.headers['content-type']).to.match(/^application\/json/);
+  });
+
+  it('a refusal for lack of links (resource-limit-exceeded) is 503, not an undocumented 502; /events too', async () => {
+    // three live tails take the console session's three links (limits.maxLinksPerSession: 3)
+    const holders: any[] = [];
+    for (let i = 0; i < 3; i++) holders.push(httpRequest(`${http}/api/queues/sowq/events`, (res) => res.resume()).end());
+    await sleep(1000);
+    try {
+      const sow = await get(`${http}/api/queues/sowq/sow`);
+      expect(sow.status, sow.body).to.equal(503);
+      expect(JSON.parse(sow.body).error).to.equal('amqp:resource-limit-exceeded');
+      const ev = await get(`${http}/api/queues/sowq/events`);
+      expect([ev.status, JSON.parse(ev.body).error], ev.body).to.deep.equal([503, 'amqp:resource-limit-exceeded']);
+    } finally { for (const h of holders) h.destroy(); await sleep(300); }
+  });
+
+  it('top_n=0 is 400 naming top_n (at least 1), as other parameter errors are', async () => {
+    await send(tb.url, 'sowq', [{ body: JSON.stringify({ id: 'a' }), content_type: 'application/json' }]);
+    const res = await get(`${http}/api/queues/sowq/sow?top_n=0`);
+    expect(res.status).to.equal(400);
+    expect(JSON.parse(res.body)).to.deep.equal({ error: 'bad-request', description: 'top_n: at least 1, got 0' });
+    expect((await get(`${http}/api/queues/sowq/sow?top_n=1`)).status).to.equal(200);
+  });
+
+  it('HEAD /events answers with the stream headers only, and holds no link', async () => {
+    const linksBefore = tb.broker.stats.links;
+    const res = await get(`${http}/api/queues/plainq/events`, 'HEAD', 2000);
+    expect(res.timedOut, 'HEAD got no complete answer').to.equal(false);
+    expect(res.status).to.equal(200);
+    expect(res.headers['content-type']).to.match(/^text\/event-stream/);
+    expect(res.body).to.equal('');
+    const head403 = await get(`${http}/api/queues/secretq/events`, 'HEAD', 2000);
+    expect([head403.status, head403.body]).to.deep.equal([403, '']);
+    await sleep(300);
+    expect(tb.broker.stats.links).to.equal(linksBefore);
+  });
+
+  it('a tail the broker ends says why in its end event: condition and description', async () => {
+    tb.broker.nodes.declare('gone.soon', { durable: false, arguments: {} });
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = httpRequest(`${http}/api/queues/gone.soon/events`, (res) => {
+        let text = '';
+        res.on('data', (d) => {
+          text += d;
+          if (/event: ready/.test(text) && !/deleting/.test(text)) { text += '\n(deleting)\n'; void tb.broker.nodes.delete('gone.soon'); }
+        });
+        res.on('end', () => resolve(text));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    const end = /event: end\ndata: (.*)\n/.exec(body);
+    expect(end, body).to.not.equal(null);
+    expect(JSON.parse(end![1])).to.deep.equal({ error: 'amqp:resource-deleted', description: 'queue gone.soon was deleted' });
+  });
+});
+
+describe('session 22 audit: HTTP API, default limits', function () {
+  this.timeout(40000);
+  let tb: TestBroker;
+  let http: string;
+  before(async () => {
+    tb = await startTestBroker({ http: { enabled: true, host: '127.0.0.1', port: 0 } });
+    http = tb.broker.httpUrl!;
+    await send(tb.url, 'plainq', [{ body: 'x' }]);
+  });
+  after(async () => { await tb?.stop(); });
+
+  it('the too-many-streams 503 is {error, description} like every other error (the console showed "undefined")', async () => {
+    const holders: any[] = [];
+    for (let i = 0; i < 100; i++) holders.push(httpRequest(`${http}/api/queues/plainq/events`, (res) => res.resume()).end());
+    await sleep(2500);
+    try {
+      const res = await get(`${http}/api/queues/plainq/events`);
+      expect(res.status).to.equal(503);
+      const b = JSON.parse(res.body);
+      expect(b.error).to.equal('too-many-streams');
+      expect(b.description).to.be.a('string').and.match(/100 live event streams/);
+      expect(b).to.not.have.property('message');
+    } finally { for (const h of holders) h.destroy(); await sleep(500); }
+  });
+});
