@@ -319,3 +319,43 @@ describe('session 22 audit: HTTP API, default limits', function () {
     } finally { for (const h of holders) h.destroy(); await sleep(500); }
   });
 });
+
+describe('session 22 audit: tidemark-config', function () {
+  this.timeout(30000);
+  let tb: TestBroker;
+  before(async () => { tb = await startTestBroker(); });
+  after(async () => { await tb?.stop(); });
+
+  it('--max-queue-size past 2^53 is one line naming the flag (a RangeError, or a silent rounding, before)', async () => {
+    for (const v of ['9223372036854775807', '9007199254740993']) {
+      const res = await runTool('tidemark-config', ['-b', tb.url, 'add', 'queue', 'big', '--max-queue-size', v]);
+      expect(res.code).to.equal(1);
+      expect(res.stderr).to.equal(`Error: --max-queue-size expects an integer from 0 to 9007199254740991, got '${v}'\n`);
+    }
+    expect(tb.broker.nodes.get('big')).to.equal(undefined);
+    const ok = await runTool('tidemark-config', ['-b', tb.url, 'add', 'queue', 'big', '--max-queue-size', '9007199254740991']);
+    expect(ok.code, ok.stderr).to.equal(0);
+  });
+
+  it('a bad --limit-policy is one line naming the flag and its values', async () => {
+    const res = await runTool('tidemark-config', ['-b', tb.url, 'add', 'queue', 'z', '--limit-policy', 'drop']);
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.equal('Error: --limit-policy must be "reject" or "ring", got "drop"\n');
+  });
+
+  it('a missing NAME is one line naming it with the command usage (del queue, hash-password)', async () => {
+    const del = await runTool('tidemark-config', ['-b', tb.url, 'del', 'queue']);
+    expect([del.code, del.stderr]).to.deep.equal([1, 'Error: missing <name>: usage: tidemark-config del <type> <name>\n']);
+    const hash = await runTool('tidemark-config', ['hash-password']);
+    expect([hash.code, hash.stderr]).to.deep.equal([1, 'Error: missing <password>: usage: tidemark-config hash-password <password>\n']);
+  });
+
+  it('spout and drain share it: a missing ADDRESS and a bad --print choice are one line', async () => {
+    const drain = await runTool('drain', ['-b', tb.url]);
+    expect([drain.code, drain.stderr]).to.deep.equal([1, 'Error: missing ADDRESS: usage: drain [options] ADDRESS\n']);
+    const spout = await runTool('spout', ['-b', tb.url]);
+    expect([spout.code, spout.stderr]).to.deep.equal([1, 'Error: missing ADDRESS: usage: spout [options] ADDRESS\n']);
+    const print = await runTool('drain', ['-b', tb.url, '-p', 'xml', 'q']);
+    expect([print.code, print.stderr]).to.deep.equal([1, 'Error: --print must be "text" or "json", got "xml"\n']);
+  });
+});
