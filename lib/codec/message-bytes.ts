@@ -6,7 +6,7 @@
  */
 import { amqpTypes, amqpMessage } from './amqp.js';
 
-const HEADER = 0x70, DELIVERY_ANN = 0x71, MESSAGE_ANN = 0x72;
+const HEADER = 0x70, DELIVERY_ANN = 0x71, MESSAGE_ANN = 0x72, PROPERTIES = 0x73;
 
 /** Where the sections of an encoded message start and end. */
 export interface SectionIndex {
@@ -206,6 +206,32 @@ function indexSectionsDecoded(bytes: Buffer): SectionIndex {
  */
 export function indexSections(bytes: Buffer): SectionIndex {
   return indexSectionsFast(bytes) ?? indexSectionsDecoded(bytes);
+}
+
+/** Fields of the properties section, by position [AMQP 3.2.4]. */
+export const PROPERTY_FIELD = { messageId: 0, correlationId: 5 } as const;
+
+/**
+ * A field of the message's properties section as rhea reads it typed (its AMQP type kept), or
+ * undefined when the message has no properties section or the field is null or absent.
+ * Re-encoding the decoded view changes types: a binary and a uuid both decode to a Buffer, a
+ * ulong past 2^53 to its 8 bytes, and rhea encodes every Buffer message-id as a uuid.
+ * Throws MessageFormatError on malformed input.
+ */
+export function readPropertyTyped(bytes: Buffer, field: number): unknown {
+  const { restStart } = indexSections(bytes);
+  if (restStart >= bytes.length) return undefined;
+  try {
+    const r = new amqpTypes.Reader(bytes);
+    r.position = restStart;
+    const section = r.read();
+    const d = section?.descriptor?.value;
+    if (d !== PROPERTIES && d !== 'amqp:properties:list') return undefined;
+    const v = Array.isArray(section.value) ? section.value[field] : undefined;
+    return v === undefined || v?.type?.typecode === 0x40 ? undefined : v;
+  } catch (e) {
+    throw new MessageFormatError('malformed properties: ' + (e as Error).message);
+  }
 }
 
 /** Header fields we may rewrite. Absent = AMQP default. */

@@ -190,4 +190,20 @@ describe('web console in Chromium (issue 10)', function () {
     expect(items[0]).to.match(/^delete .*#9 MSFT/);
     await page.screenshot({ path: path.join(ARTIFACTS, 'console-queue.png'), fullPage: true });
   });
+
+  it('a tail the broker ends says why and stays closed (it reconnected every 3 s, forever)', async function () {
+    await send(tb.url, 'ephemeral', [{ body: 'x' }]);
+    let streams = 0;
+    const count = (req: { url(): string }) => { if (req.url().endsWith('/api/queues/ephemeral/events')) streams++; };
+    page.on('request', count);
+    try {
+      await page.goto(tb.broker.httpUrl + '/#/queue/ephemeral');
+      await page.waitForFunction(() => /Following ephemeral/.test(document.getElementById('tail-status')?.textContent ?? ''));
+      await tb.broker.nodes.delete('ephemeral');
+      await page.waitForFunction(() => /Stream ended: queue ephemeral was deleted \(amqp:resource-deleted\)/.test(document.getElementById('tail-status')?.textContent ?? ''));
+      await page.waitForTimeout(4000); // past the stream's `retry: 3000`
+      expect(streams, 'requests for the stream').to.equal(1);
+      expect(await page.locator('#tail-status').innerText()).to.match(/^Stream ended: queue ephemeral was deleted/);
+    } finally { page.off('request', count); }
+  });
 });

@@ -28,8 +28,15 @@ export function usageError(msg: string | undefined, err: Error | undefined, y: a
     }
   }
   const missing = /^Not enough arguments following: (\S+)$/.exec(msg ?? err?.message ?? '');
-  if (missing) return new ToolError(`${missing[1].length === 1 ? '-' : '--'}${missing[1]} needs a value`);
+  if (missing) return new ToolError(`${flagName(missing[1])} needs a value`);
   if (err) return err;
+  // yargs writes a bad choice on two lines ("Invalid values:\n  Argument: …"): tools.md wants one.
+  const invalid = msg ? /^Invalid values:\s*\n([\s\S]*)$/.exec(msg) : null;
+  if (invalid) {
+    const each = [...invalid[1].matchAll(/Argument: (.+?), Given: (.+?), Choices: (.+)$/gm)]
+      .map(([, key, given, choices]) => `${flagName(key)} must be ${oneOf(choices.split(', '))}, got ${given}`);
+    if (each.length) return new ToolError(each.join('; '));
+  }
   if (msg && /^Not enough non-option arguments/.test(msg)) {
     const known = new Set<string>(['help', 'version', ...Object.keys(opts.key ?? {}), ...Object.values(opts.alias ?? {}).flat() as string[]]);
     const unknown = process.argv.slice(2)
@@ -40,6 +47,14 @@ export function usageError(msg: string | undefined, err: Error | undefined, y: a
       return new ToolError(`Unknown argument${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')} (an unknown flag takes the word after it as its value: was that the address?)`);
     }
   }
+  // A command's positional left out (`del queue`): name it, with the command's usage, rather
+  // than "Not enough non-option arguments: got 1, need at least 2".
+  const few = msg ? /^Not enough non-option arguments: got (\d+), need at least \d+$/.exec(msg) : null;
+  const usage = few ? usageLine(y) : undefined;
+  if (few && usage) {
+    const absent = usage.split(/\s+/).filter((w) => /^<[^>]+>$|^[A-Z][A-Z0-9_]*$/.test(w)).slice(Number(few[1]));
+    if (absent.length) return new ToolError(`missing ${absent.join(' ')}: usage: ${usage}`);
+  }
   const unknownList = msg ? /^Unknown arguments?: (.*)$/s.exec(msg) : null;
   if (unknownList) {
     // yargs names `--max-count` twice, as itself and as `maxCount`: keep what the user typed.
@@ -48,6 +63,30 @@ export function usageError(msg: string | undefined, err: Error | undefined, y: a
     return new ToolError(`Unknown argument${kept.length > 1 ? 's' : ''}: ${kept.join(', ')}`);
   }
   return new ToolError(msg ?? 'bad arguments');
+}
+
+/**
+ * The usage of what was run: the command's (`tidemark-config del <type> <name>`) or the
+ * tool's first usage line (`drain [options] ADDRESS`). `y` is the parser or, as
+ * tidemark-bench passes it, yargs' usage object.
+ */
+function usageLine(y: any): string | undefined {
+  const internal = y?.getInternalMethods?.();
+  const script: string = y?.$0 ?? '';
+  const command: string | undefined = internal?.getContext?.().fullCommands?.at(-1);
+  if (command) return `${script} ${command}`.trim();
+  const text: unknown = (internal?.getUsageInstance?.() ?? y)?.getUsage?.()?.[0]?.[0];
+  return typeof text === 'string' ? text.split('\n')[0].replace(/\$0/g, script).trim() : undefined;
+}
+
+/** `-p` or `--print`, as a user types the option named `key`. */
+function flagName(key: string): string {
+  return `${key.length === 1 ? '-' : '--'}${key}`;
+}
+
+/** `"a"`, `"a" or "b"`, `"a", "b" or "c"`. */
+function oneOf(choices: string[]): string {
+  return choices.length < 2 ? choices.join('') : `${choices.slice(0, -1).join(', ')} or ${choices.at(-1)}`;
 }
 
 /** A yargs coerce for an option that takes one value: given twice, yargs makes an array. */
@@ -198,10 +237,15 @@ export function secondsOption(name: string, v: unknown): number {
   return n * 1000;
 }
 
-/** Integer option ≥ min. The tools declare such options as strings, so that an error shows what was typed. */
+/**
+ * Integer option ≥ min. The tools declare such options as strings, so that an error shows what
+ * was typed. Past 2^53 a number is no longer exact (9007199254740993 became ...992) and one past
+ * 2^63 made rhea throw a RangeError that named no flag: refused, naming the flag.
+ */
 export function intOption(name: string, v: unknown, min = 0): number {
   const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
   if (!Number.isInteger(n) || n < min) throw new ToolError(`--${name} expects an integer >= ${min}, got '${shown(v)}'`);
+  if (!Number.isSafeInteger(n)) throw new ToolError(`--${name} expects an integer from ${min} to ${Number.MAX_SAFE_INTEGER}, got '${shown(v)}'`);
   return n;
 }
 

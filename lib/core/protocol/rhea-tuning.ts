@@ -12,7 +12,10 @@
  *    ArrayBuffer per frame. The Writer constructor now starts in `Buffer.allocUnsafe(1024)`,
  *    which takes it from the pool. Writer only hands out `slice(0, position)` of bytes it
  *    wrote (size placeholders it skips are filled before the frame leaves), so nothing
- *    changes on the wire.
+ *    changes on the wire. One exception, closed in codec/amqp.ts: a fixed-width value given
+ *    as a shorter Buffer (a uuid of 3 bytes) leaves the rest of its width unwritten, which
+ *    rhea's zero-filled buffer padded with zeros and the pooled one filled with stale memory
+ *    (session 22); the Writer now zeroes it.
  * 3. Hand-encoded outgoing transfers. The six-field transfers rhea's Outgoing.process
  *    creates (`frames.transfer`) become a plain OutgoingTransfer, and `frames.write_frame`
  *    writes those directly (transfer-frame.ts), byte for byte as rhea would. Every other
@@ -32,6 +35,7 @@ import { createRequire } from 'node:module';
 import { OutgoingTransfer, outgoingTransfer, encodeTransferFrame, readTransferFrame } from './transfer-frame.js';
 import { decodeMessage, type RheaMessageClasses } from './message-decode.js';
 import { installIncomingDeliveries } from './incoming-delivery.js';
+import '../../codec/amqp.js'; // zero-fills short fixed-width values before any pooled Writer exists
 
 const TUNED = Symbol.for('tidemark.rhea-tuning');
 

@@ -59,12 +59,13 @@ export function queueJson(b: BrokerContext, q: Queue): Record<string, unknown> {
   };
 }
 
-function intParam(u: URL, name: string, def: number | undefined, max: number): number | undefined {
+function intParam(u: URL, name: string, def: number | undefined, max: number, min = 0): number | undefined {
   const v = u.searchParams.get(name);
   if (v === null || v === '') return def;
   if (!/^\d+$/.test(v)) throw new HttpError(400, 'bad-request', `${name}: expected a non-negative integer, got ${JSON.stringify(v)}`);
   const n = Number(v);
   if (n > max) throw new HttpError(400, 'bad-request', `${name}: at most ${max}`);
+  if (n < min) throw new HttpError(400, 'bad-request', `${name}: at least ${min}, got ${n}`);
   return n;
 }
 
@@ -77,12 +78,37 @@ export function contentGate(b: BrokerContext): void {
   if (b.config.auth.anonymous === false) throw new HttpError(503, 'unavailable', CONTENT_OFF);
 }
 
-function statusOf(condition: string): number {
-  if (condition === 'amqp:not-found') return 404;
-  if (condition === 'amqp:invalid-field' || condition === 'amqp:decode-error') return 400;
-  if (condition === 'tidemark:scn-not-found') return 410;
-  if (condition === 'amqp:unauthorized-access') return 403;
-  return 502;
+/**
+ * The HTTP status of a broker refusal, by its AMQP condition (docs/observability.md lists the
+ * table). Anything not listed is 503: the broker did not serve the view now, and `error` says
+ * why (an unlisted condition was a 502 no document named).
+ */
+const STATUS_OF_CONDITION: Record<string, number> = {
+  'amqp:invalid-field': 400,
+  'amqp:decode-error': 400,
+  'amqp:unauthorized-access': 403,
+  'amqp:not-allowed': 403,
+  'amqp:not-found': 404,
+  'amqp:resource-deleted': 404,
+  'tidemark:scn-not-found': 410,
+  'amqp:internal-error': 500,
+  'amqp:resource-limit-exceeded': 503,
+};
+
+export function statusOf(condition: string): number {
+  return STATUS_OF_CONDITION[condition] ?? 503;
+}
+
+/** The HTTP error for a failed query or tail: the broker's refusal by its condition, else 503 (the broker is not reachable). */
+function queryError(e: unknown): HttpError {
+  if (e instanceof AmqpRefusal) return new HttpError(statusOf(e.condition), e.condition, e.message);
+  return new HttpError(503, 'unavailable', (e as Error).message);
+}
+
+/** The data of an `end` event: the AMQP condition and why, as the JSON errors have them. */
+function endEvent(err?: Error): { error: string | null; description: string } {
+  if (err instanceof AmqpRefusal) return { error: err.condition, description: err.message };
+  return { error: err ? 'unavailable' : null, description: err?.message ?? 'the stream ended' };
 }
 
 export class Api {
@@ -125,7 +151,7 @@ export class Api {
   }
 
   async #sow(res: ServerResponse, u: URL, q: Queue): Promise<void> {
-    const top = intParam(u, 'top_n', 20, MAX_PAGE)!;
+    const top = intParam(u, 'top_n', 20, MAX_PAGE, 1)!; // 0 gave an empty page with more: true
     const skip = intParam(u, 'skip_n', 0, Number.MAX_SAFE_INTEGER)!;
     const orderBy = u.searchParams.get('order_by')?.trim() || undefined;
     const filter = u.searchParams.get('filter')?.trim() || undefined;
@@ -143,8 +169,7 @@ export class Api {
         elapsed_ms: Math.round((performance.now() - started) * 10) / 10,
       });
     } catch (e) {
-      if (e instanceof AmqpRefusal) throw new HttpError(statusOf(e.condition), e.condition, e.message);
-      throw new HttpError(503, 'unavailable', (e as Error).message);
+      throw queryError(e);
     }
   }
 
@@ -157,7 +182,8 @@ export class Api {
       throw new HttpError(403, 'amqp:unauthorized-access', `user anonymous may not browse queue ${q.name} (the console reads as anonymous)`);
     }
     const h = await readKeyHistory(q, key, { limit: intParam(u, 'limit', 1000, 10000) });
-    if (!h) throw new HttpError(400, 'bad-request', `queue ${q.name} is not a SOW queue (no sow.key)`);
+    // As the sow view answers it (the broker's not-found for a sow command on a plain queue).
+    if (!h) throw new HttpError(404, 'amqp:not-found', `queue ${q.name} is not a SOW queue (no sow.key)`);
     const now = this.#b.clock.now();
     sendJson(res, 200, {
       queue: q.name, key, now, window_ms: h.windowMs ?? null, window_start: h.windowMs !== undefined ? now - h.windowMs : null,
@@ -170,28 +196,49 @@ export class Api {
     // Each stream is a link on the console's one AMQP session: unbounded, a local process
     // opening a thousand took every link the session may have, and every sow view failed.
     if (this.#streams.size >= MAX_EVENT_STREAMS) {
-      sendJson(res, 503, { error: 'too-many-streams', message: `${MAX_EVENT_STREAMS} live event streams are open (the most the console serves at once): close one and retry` });
-      return;
+      throw new HttpError(503, 'too-many-streams', `${MAX_EVENT_STREAMS} live event streams are open (the most the console serves at once): close one and retry`);
     }
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-    res.write('retry: 3000\n\n');
-    this.#streams.add(res);
-    const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15000);
-    heartbeat.unref();
+    this.#streams.add(res); // counted from the attach on: a stream waiting for it holds a link too
     let stop: (() => void) | undefined;
-    const end = () => { clearInterval(heartbeat); this.#streams.delete(res); stop?.(); if (!res.writableEnded) res.end(); };
-    req.on('close', end);
-    try {
-      stop = await this.#client.tail(q.name, (r) => res.write(`event: record\ndata: ${apiJson(r)}\n\n`), (err) => {
-        res.write(`event: end\ndata: ${JSON.stringify({ error: err?.message ?? null })}\n\n`);
-        end();
-      });
-      if (res.writableEnded) stop();
-      else res.write(`event: ready\ndata: ${JSON.stringify({ queue: q.name, scn_head: q.committedScn })}\n\n`);
-    } catch (e) {
-      res.write(`event: end\ndata: ${JSON.stringify({ error: (e as Error).message })}\n\n`);
+    let started = false;
+    let ended = false;
+    let heartbeat: NodeJS.Timeout | undefined;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      clearInterval(heartbeat); this.#streams.delete(res); stop?.();
+      if (started && !res.writableEnded) res.end();
+    };
+    res.on('close', end);
+    // Records that come with the attach reply wait for the headers.
+    const early: string[] = [];
+    let endedWith: Error | null | undefined;
+    const write = (chunk: string) => { if (started) res.write(chunk); else early.push(chunk); };
+    const finish = (err?: Error) => {
+      if (!started) { endedWith = err ?? null; return; }
+      res.write(`event: end\ndata: ${JSON.stringify(endEvent(err))}\n\n`);
       end();
+    };
+    try {
+      // The 200 and `ready` wait for the attach: a refused link answers its condition's status
+      // with the JSON error, as /sow does (a 200 then `end` left the console retrying forever).
+      stop = await this.#client.tail(q.name, (r) => write(`event: record\ndata: ${apiJson(r)}\n\n`), finish);
+    } catch (e) {
+      this.#streams.delete(res);
+      ended = true;
+      throw queryError(e);
     }
+    if (ended) { stop(); return; } // the client went away meanwhile
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    started = true;
+    // HEAD: the headers GET would get (the link was attached, so the status is the same), no stream.
+    if (req.method === 'HEAD') { end(); return; }
+    res.write('retry: 3000\n\n');
+    res.write(`event: ready\ndata: ${JSON.stringify({ queue: q.name, scn_head: q.committedScn })}\n\n`);
+    for (const chunk of early.splice(0)) res.write(chunk);
+    if (endedWith !== undefined) { finish(endedWith ?? undefined); return; }
+    heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15000);
+    heartbeat.unref();
   }
 
   /** Ends every open event stream (listener stop). */

@@ -161,16 +161,39 @@ export class SelfClient {
     });
   }
 
-  /** Follows a queue's events (`subscribe` from now, as a browser); returns the stop function. */
-  async tail(address: string, onRecord: (r: QueryRecord) => void, onEnd: (err?: Error) => void): Promise<() => void> {
+  /**
+   * Follows a queue's events (`subscribe` from now, as a browser). Resolves with the stop
+   * function once the broker has attached the link, so that a refusal (ACL, no such queue, no
+   * link left on the session) is the caller's to answer: it rejects with an AmqpRefusal then.
+   * `onEnd` is called when an attached link ends.
+   */
+  async tail(address: string, onRecord: (r: QueryRecord) => void, onEnd: (err?: Error) => void, timeoutMs = 15000): Promise<() => void> {
     const c = await this.#connection();
     const rcv = c.open_receiver({ source: { address, filter: filterMap({ command: 'subscribe' }), distribution_mode: 'copy' }, credit_window: 100, autoaccept: true });
     let stopped = false;
-    rcv.on('message', (ctx: any) => { if (!stopped) onRecord(toRecord(ctx.message)); });
-    const closed = () => { if (stopped) return; stopped = true; const e = errorOf(rcv.error); onEnd(rcv.error ? new AmqpRefusal(e.condition, e.description) : undefined); };
-    rcv.on('receiver_close', closed);
-    rcv.on('receiver_error', closed);
-    return () => { if (stopped) return; stopped = true; try { rcv.close(); } catch { /* closed */ } };
+    let attached = false;
+    const stop = () => { if (stopped) return; stopped = true; try { rcv.close(); } catch { /* closed */ } };
+    return new Promise<() => void>((resolve, reject) => {
+      const timer = setTimeout(() => { stop(); reject(new Error(`no attach from the broker for ${address} within ${timeoutMs} ms`)); }, timeoutMs);
+      rcv.on('message', (ctx: any) => { if (!stopped) onRecord(toRecord(ctx.message)); });
+      rcv.once('receiver_open', () => {
+        // A refused attach is answered with a null source, then the detach that says why.
+        const src = rcv.remote?.attach?.source;
+        if (!src || src?.type?.name === 'Null') return;
+        attached = true;
+        clearTimeout(timer);
+        resolve(stop);
+      });
+      const closed = () => {
+        if (stopped) return;
+        stopped = true;
+        const e = errorOf(rcv.error);
+        if (!attached) { clearTimeout(timer); reject(new AmqpRefusal(e.condition, e.description)); return; }
+        onEnd(rcv.error ? new AmqpRefusal(e.condition, e.description) : undefined);
+      };
+      rcv.on('receiver_close', closed);
+      rcv.on('receiver_error', closed);
+    });
   }
 
   async close(): Promise<void> {

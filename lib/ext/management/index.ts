@@ -7,8 +7,9 @@
 import type { Extension, ManagementRequest, ManagementResponse, AuthAction } from '../../core/extensions.js';
 import type { BrokerContext } from '../../core/broker-context.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
-import { encodeMessage } from '../../codec/message-bytes.js';
-import { typed } from '../../codec/amqp.js';
+import { encodeMessage, readPropertyTyped, PROPERTY_FIELD } from '../../codec/message-bytes.js';
+import { typed, amqpTypes } from '../../codec/amqp.js';
+import type { InboundMessage } from '../../core/queue/inbound.js';
 import { logger } from '../../core/log.js';
 import { toBool } from '../../address/index.js';
 import { RESERVED_NODE_PROPERTIES } from '../../core/node-registry.js';
@@ -32,6 +33,22 @@ function requireQueue(req: ManagementRequest, broker: BrokerContext) {
   return q;
 }
 
+/**
+ * The reply's correlation-id: the request's message-id (else its correlation-id) with its AMQP
+ * type, read from the request's bytes. The decoded view loses the type, and rhea encodes any
+ * Buffer id as a uuid: a 3-byte binary id went out as 16 bytes, 13 of them whatever the
+ * encoder's buffer held (other clients' messages; session 22).
+ */
+export function replyCorrelationId(msg: InboundMessage): unknown {
+  try {
+    return readPropertyTyped(msg.bytes, PROPERTY_FIELD.messageId) ?? readPropertyTyped(msg.bytes, PROPERTY_FIELD.correlationId);
+  } catch {
+    // Decoded but not readable typed (not expected): a Buffer goes back as binary, its own length.
+    const id = msg.message.message_id ?? msg.message.correlation_id;
+    return Buffer.isBuffer(id) ? amqpTypes.wrap_binary(id) : id;
+  }
+}
+
 /** An AMQP map as rhea decodes it: a plain object (not a list, binary, timestamp or typed value). */
 export function isMap(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v) && !Buffer.isBuffer(v) && !(v instanceof Date)
@@ -47,6 +64,28 @@ export function kindOf(v: unknown): string {
   if (v instanceof Date) return 'a timestamp';
   if (v === null) return 'null';
   return typeof v === 'object' ? 'a described or typed value' : `a ${typeof v}`;
+}
+
+/** Keys a DELETE body may hold; `force` is what tidemark-config sends for brokers that refuse by default (no effect here). */
+const DELETE_KEYS = ['if_empty', 'if_unused', 'force'];
+
+/**
+ * The checks a DELETE body asks for, its flags read as queue booleans are (wire.md 2.1:
+ * `"True"`, `"yes"`, 1). Only `true`, `'true'` and 1 used to count: `{if_empty: "True"}` or a
+ * misspelt `if-empty` deleted a non-empty queue. A value that is not a boolean, an unknown
+ * key or a body that is not a map is a 400, and nothing is deleted.
+ */
+export function deleteChecks(body: unknown): { ifEmpty: boolean; ifUnused: boolean } {
+  if (body === undefined || body === null) return { ifEmpty: false, ifUnused: false };
+  if (!isMap(body)) throw new TidemarkError(Conditions.invalidField, `DELETE body must be a map ({if_empty, if_unused}), got ${kindOf(body)}; nothing was deleted`);
+  const unknown = Object.keys(body).filter((k) => !DELETE_KEYS.includes(k));
+  if (unknown.length) throw new TidemarkError(Conditions.invalidField, `DELETE: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')} (known: ${DELETE_KEYS.join(', ')}); nothing was deleted`);
+  const flag = (k: string) => {
+    if (body[k] === undefined || body[k] === null) return false;
+    try { return toBool(k, body[k]); } catch (e) { throw new TidemarkError(Conditions.invalidField, `DELETE ${(e as Error).message}; nothing was deleted`); }
+  };
+  flag('force');
+  return { ifEmpty: flag('if_empty'), ifUnused: flag('if_unused') };
 }
 
 const coreOps: Record<string, Op> = {
@@ -94,10 +133,10 @@ const coreOps: Record<string, Op> = {
     // wire.md 7: DELETE deletes. Like qpidd's queue-delete, a request may ask for checks:
     // body {if_empty: true} and/or {if_unused: true} answer 409 instead when they fail
     // (tidemark-config del queue asks for both unless --force).
-    const flag = (v: unknown) => v === true || v === 'true' || v === 1;
+    const { ifEmpty, ifUnused } = deleteChecks(req.body);
     const info = broker.queueInfo(q);
     const depth = info.depth as number, consumers = info.consumers as number;
-    if ((flag(req.body?.if_empty) && depth > 0) || (flag(req.body?.if_unused) && consumers > 0)) {
+    if ((ifEmpty && depth > 0) || (ifUnused && consumers > 0)) {
       return { statusCode: 409, statusDescription: `queue ${q.name} is not empty or in use (depth ${depth}, consumers ${consumers})` };
     }
     await broker.nodes.delete(q.name);
@@ -123,6 +162,7 @@ export function managementExtension(): Extension {
     if (!op) return { statusCode: 400, statusDescription: `unknown operation ${req.operation} (known: ${[...ops.keys()].join(', ')})` };
     const denied = unauthorized(req);
     if (denied) return { statusCode: 403, statusDescription: `${Conditions.unauthorized}: ${denied}` };
+    if (othersTemporary(req)) return { statusCode: 404, statusDescription: `no such queue: ${req.name}` };
     try { return await op(req, broker); }
     catch (e) {
       if (e instanceof TidemarkError) return { statusCode: statusFor[e.condition] ?? 500, statusDescription: e.message };
@@ -145,6 +185,18 @@ export function managementExtension(): Extension {
       : req.operation === 'CREATE' ? ['manage', 'create'] : ['manage'];
     const missing = need.find((a) => !can(a));
     return missing ? `user ${req.user} may not ${missing} queue ${req.name} (${req.operation})` : undefined;
+  }
+
+  /**
+   * Whether the request names another user's temporary queue: private to its creator's links
+   * (docs/security.md), so answered as a queue that does not exist (404), as QUERY and the
+   * HTTP API leave it out. READ, PURGE and DELETE used to serve it to anyone allowed by the
+   * ACL's rules on its name. CREATE still answers 409 (the name is taken).
+   */
+  function othersTemporary(req: ManagementRequest): boolean {
+    if (req.name === undefined || req.operation === 'CREATE' || req.operation.startsWith('SUBSCRIPTION-')) return false;
+    const q = broker.nodes.get(req.name);
+    return q !== undefined && q.def.temporary === true && q.def.owner !== req.user;
   }
 
   return {
@@ -178,7 +230,7 @@ export function managementExtension(): Extension {
             return;
           }
           const bytes = encodeMessage({
-            correlation_id: m.message_id ?? m.correlation_id, to: replyTo,
+            correlation_id: replyCorrelationId(msg), to: replyTo,
             application_properties: { statusCode: typed.int(res.statusCode), statusDescription: res.statusDescription }, // int, as AMQP Management has it
             body: res.body === undefined ? null : res.body,
           });

@@ -333,7 +333,13 @@ function liveTail(q) {
       r.scn !== undefined ? `#${r.scn} ` : '', r.key !== undefined ? h('b', {}, r.key) : '', ' ', bodyText(r.body)));
     while (list.children.length > 200) list.lastChild.remove();
   });
-  es.addEventListener('end', (ev) => { status.textContent = 'Stream ended: ' + (JSON.parse(ev.data).error ?? 'closed'); });
+  // The broker ended the link (queue deleted, …): say why and stay closed; reconnecting
+  // (EventSource's default) would only end the same way, over and over.
+  es.addEventListener('end', (ev) => {
+    es.close();
+    const e = JSON.parse(ev.data);
+    status.textContent = 'Stream ended: ' + (e.description ?? e.error ?? 'closed') + (e.error ? ` (${e.error})` : '');
+  });
   es.onerror = () => {
     if (es.readyState !== EventSource.CLOSED) { status.textContent = 'Disconnected; retrying…'; return; }
     // Refused (not 200, e.g. 503 when auth.anonymous is false): the JSON answer says why.
