@@ -119,7 +119,32 @@ function dummyParams(): ScryptParams {
 let derivationObserver: ((d: { dummy: boolean; N: number; r: number; p: number }) => void) | undefined;
 export function setDerivationObserver(fn: typeof derivationObserver): void { derivationObserver = fn; }
 
+/**
+ * Derivations at once, and waiting. Each takes a libuv pool thread for ~50 ms and 16 MiB, and
+ * LevelDB's writes share that pool (4 threads): 300 unauthenticated connections sending one
+ * PLAIN each held other clients' durable publishes for 13 s (session 22). One runs at a time;
+ * a few wait; beyond that a check fails at once, whoever the user (so it tells nothing about
+ * users), and the client may try again.
+ */
+export const SCRYPT_GATE = { concurrent: 1, waiting: 32 };
+let running = 0;
+const waiters: Array<() => void> = [];
+let lastBusyWarning = 0;
+
 function derive(password: string, prm: ScryptParams, isDummy: boolean): Promise<Buffer | undefined> {
+  if (running >= SCRYPT_GATE.concurrent) {
+    if (waiters.length >= SCRYPT_GATE.waiting) {
+      const now = Date.now();
+      if (now - lastBusyWarning > 1000) { lastBusyWarning = now; log.warn('password check refused: too many logins at once', { running, waiting: waiters.length }); }
+      return Promise.resolve(undefined);
+    }
+    return new Promise<void>((go) => waiters.push(go)).then(() => deriveNow(password, prm, isDummy));
+  }
+  return deriveNow(password, prm, isDummy);
+}
+
+function deriveNow(password: string, prm: ScryptParams, isDummy: boolean): Promise<Buffer | undefined> {
+  running++;
   derivationObserver?.({ dummy: isDummy, N: prm.N, r: prm.r, p: prm.p });
   return new Promise<Buffer | undefined>((resolve) => {
     try {
@@ -127,7 +152,7 @@ function derive(password: string, prm: ScryptParams, isDummy: boolean): Promise<
         if (err) { warnDerivation(prm, err); resolve(undefined); } else resolve(key);
       });
     } catch (e) { warnDerivation(prm, e); resolve(undefined); }
-  });
+  }).finally(() => { running--; waiters.shift()?.(); });
 }
 
 /**
