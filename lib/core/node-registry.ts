@@ -11,6 +11,13 @@ import { metaKey, counterKey, CoreTables, queuePrefix, prefixEnd } from './stora
 import { logger } from './log.js';
 import type { BatchOp } from './storage/store.js';
 
+/**
+ * Longest name a new queue may have, in UTF-16 units (RabbitMQ allows 255 bytes). Names are
+ * client input: every ACL rule, log line and stored row carries them, and a 120 KB name was
+ * auto-created through the anonymous relay (session 22).
+ */
+export const MAX_QUEUE_NAME = 1024;
+
 const log = logger('nodes');
 
 /** Node properties that are not queue arguments (wire.md 2.1). */
@@ -79,6 +86,9 @@ export class NodeRegistry {
     if (name.startsWith('$')) throw new TidemarkError(Conditions.notAllowed, `queue names starting with $ are reserved: ${name}`);
     const args = this.normalizeArguments(opts.arguments);
     const existing = this.#queues.get(name);
+    if (!existing && name.length > MAX_QUEUE_NAME) {
+      throw new TidemarkError(Conditions.invalidField, `queue name of ${name.length} characters (${JSON.stringify(name.slice(0, 40))}…) is longer than ${MAX_QUEUE_NAME}: choose a shorter one`);
+    }
     if (existing) {
       for (const [k, v] of Object.entries(args)) {
         const spec = this.#ctx.registry.argument(k);

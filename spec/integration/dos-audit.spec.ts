@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import { child, pinger, type Child } from '../support/child-broker.js';
-import { connect, sleep } from '../support/client.js';
+import { connect, openSender, sendAll, sleep } from '../support/client.js';
 import { RawClient, SASL_HEADER, saslInit, plainResponse } from '../support/amqp-frames.js';
 import { hashPassword } from '../../lib/index.js';
 
@@ -36,5 +36,22 @@ describe('resource exhaustion (session 22 review)', function () {
         } finally { await b.stop(); }
       });
     }
+  });
+
+  it('a relayed message to a 120 KB queue name under an ACL glob of two *: refused at once, nobody else waits', async function () {
+    const b = await child({ acl: { default: 'allow', rules: [{ user: '*', queue: '*.*.reply', allow: ['publish', 'consume', 'browse'] }] } });
+    try {
+      const ping = await pinger(b.url, 20);
+      await sleep(300);
+      const c = await connect(b.url);
+      const relay = await openSender(c, {});
+      const out = await sendAll(relay, [{ to: 'a.'.repeat(60000), body: 'x' }]);
+      await sleep(200);
+      const worst = await ping.stop();
+      await c.close();
+      expect(out[0]?.state, 'a name past 1024 characters makes no queue').to.equal('rejected');
+      expect(String((out[0] as any)?.error?.description ?? (out[0] as any)?.description ?? '')).to.include('longer than 1024');
+      expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+    } finally { await b.stop(); }
   });
 });

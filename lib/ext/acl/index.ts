@@ -26,17 +26,28 @@ import { logger } from '../../core/log.js';
 
 const log = logger('acl');
 
-interface CompiledRule { index: number; matchesUser(user: string): boolean; queue: RegExp; allow: Set<AuthAction> }
+interface CompiledRule { index: number; matchesUser(user: string): boolean; matchesQueue(queue: string): boolean; allow: Set<AuthAction> }
 
-/** `*` any run of characters, `?` one character, the rest literal; anchored. */
-export function globToRegExp(glob: string): RegExp {
-  let re = '';
-  for (const ch of glob) {
-    if (ch === '*') re += '.*';
-    else if (ch === '?') re += '.';
-    else re += ch.replace(/[.+^${}()|[\]\\/-]/g, '\\$&');
-  }
-  return new RegExp(`^${re}$`, 's');
+/**
+ * `*` any run of characters, `?` one character, the rest literal; the whole name must match.
+ * Matched by the classic wildcard walk (back to the last `*` on a mismatch), not a RegExp:
+ * V8's backtracking made `*.*.reply` against a 120 KB queue name from a client take 13 s
+ * (session 22). At most O(name × glob) steps, by code point.
+ */
+export function compileGlob(glob: string): (name: string) => boolean {
+  const g = Array.from(glob);
+  return (name) => {
+    const s = Array.from(name);
+    let i = 0, j = 0, star = -1, mark = 0;
+    while (i < s.length) {
+      if (j < g.length && (g[j] === '?' || (g[j] !== '*' && g[j] === s[i]))) { i++; j++; }
+      else if (j < g.length && g[j] === '*') { star = j++; mark = i; }
+      else if (star >= 0) { j = star + 1; i = ++mark; }
+      else return false;
+    }
+    while (j < g.length && g[j] === '*') j++;
+    return j === g.length;
+  };
 }
 
 /** Compiles the config's rules; throws ConfigError naming the key for an unknown group. */
@@ -50,14 +61,14 @@ export function compileAcl(cfg: AclConfig): { decide(user: string, action: AuthA
       if (!members) throw new ConfigError(`config.acl.rules[${index}].user: unknown group ${r.user} (define it in config.acl.groups)`);
       matchesUser = (u) => members.has(u);
     } else matchesUser = (u) => u === r.user;
-    return { index, matchesUser, queue: globToRegExp(r.queue), allow: new Set(r.allow as AuthAction[]) };
+    return { index, matchesUser, matchesQueue: compileGlob(r.queue), allow: new Set(r.allow as AuthAction[]) };
   });
   const dflt = cfg.default === 'deny' ? false : undefined;
   return {
     active: rules.length > 0 || cfg.default === 'deny',
     decide(user, action, queue) {
       for (const r of rules) {
-        if (!r.matchesUser(user) || !r.queue.test(queue)) continue;
+        if (!r.matchesUser(user) || !r.matchesQueue(queue)) continue;
         const ok = r.allow.has(action) || (action === 'browse' && r.allow.has('consume'));
         if (!ok) log.info('denied', { user, action, queue, rule: r.index });
         return ok;
