@@ -72,8 +72,15 @@ const tooDeep = (max: number): JsonResult => ({ ok: false, reason: `JSON nested 
  * JSON.parse gives it.
  */
 function exactNumber(text: string): number | bigint {
-  return isInteger(text) && !isSafeNumber(text) ? BigInt(text) : parseFloat(text);
+  return isInteger(text) && !isSafeNumber(text) && text.length <= MAX_EXACT_DIGITS ? BigInt(text) : parseFloat(text);
 }
+
+/**
+ * Longest integer text kept exact. BigInt(text) and its toString are super-linear in the digits:
+ * one publish of a 12M-digit integer held the broker 3.2 s, and every filter reading it again
+ * (session 22). Longer ones read as JSON.parse reads them (a double, or Infinity).
+ */
+const MAX_EXACT_DIGITS = 1000;
 
 /**
  * True when a parsed JSON value holds a number of magnitude 2^53 or more: an integer JSON.parse

@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import { child, pinger, type Child } from '../support/child-broker.js';
-import { connect, openSender, sendAll, sleep } from '../support/client.js';
+import { connect, openSender, sendAll, createOnDemand, sleep } from '../support/client.js';
 import { RawClient, SASL_HEADER, saslInit, plainResponse } from '../support/amqp-frames.js';
 import { hashPassword } from '../../lib/index.js';
 
@@ -51,6 +51,23 @@ describe('resource exhaustion (session 22 review)', function () {
       await c.close();
       expect(out[0]?.state, 'a name past 1024 characters makes no queue').to.equal('rejected');
       expect(String((out[0] as any)?.error?.description ?? (out[0] as any)?.description ?? '')).to.include('longer than 1024');
+      expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+    } finally { await b.stop(); }
+  });
+
+  it('a SOW publish holding a 12M-digit JSON integer does not hold other clients (BigInt of it took 3.2 s)', async function () {
+    const b = await child();
+    try {
+      const c = await connect(b.url);
+      const s = await openSender(c, createOnDemand('big.sow', { 'sow.key': '/id' }));
+      await sendAll(s, [{ body: JSON.stringify({ id: 'warm', x: 1 }) }]);
+      const ping = await pinger(b.url, 20);
+      await sleep(300);
+      const out = await sendAll(s, [{ body: '{"id":"k","x":' + '7'.repeat(12_000_000) + '}' }]);
+      await sleep(300);
+      const worst = await ping.stop();
+      await c.close();
+      expect(out[0]?.state).to.equal('accepted');
       expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
     } finally { await b.stop(); }
   });
