@@ -19,6 +19,7 @@ export const PeerConditions = {
   unattachedHandle: 'amqp:session:unattached-handle',
   transferLimitExceeded: 'amqp:link:transfer-limit-exceeded',
   messageSizeExceeded: 'amqp:link:message-size-exceeded',
+  resourceLimit: 'amqp:resource-limit-exceeded',
 } as const;
 
 export type PeerErrorScope = 'link' | 'session' | 'connection';

@@ -421,6 +421,7 @@ function patchTransfers(proto: SessionProto): void {
       open[BYTES] = bytes;
       const max = server ? maxMessageSize(link) : 0;
       if (max > 0 && bytes > max) tooLarge(link, open, bytes, max);
+      if (max > 0) holdUnfinished(this.connection, link, open, max);
     } else {
       // A pre-settled delivery needs no disposition [AMQP 2.6.12]: free its window slot now.
       const d = before ?? inc.deliveries.get_tail();
@@ -433,6 +434,32 @@ function patchTransfers(proto: SessionProto): void {
     // every delivery not yet removed and never fires.)
     if (2 * (inc.max_transfer_id - inc.next_transfer_id) < inc.deliveries.capacity) this.connection._register();
   };
+}
+
+/** Per connection: the unfinished deliveries it holds, with their links. */
+const UNFINISHED = Symbol('tidemark.unfinished');
+
+/**
+ * The bytes a connection's unfinished deliveries may hold together: twice the largest message.
+ * max-message-size bounds one delivery, but a client may leave one unfinished per link and
+ * session and never end them (heartbeats keep the connection): 30 sessions each holding a
+ * 15 MB delivery grew the broker by 450 MB (session 22). Past the budget the link whose frame
+ * went over is detached with amqp:resource-limit-exceeded and its delivery dropped.
+ */
+function holdUnfinished(conn: any, link: Link, d: Delivery, max: number): void {
+  const held: Map<Delivery, Link> = (conn[UNFINISHED] ??= new Map());
+  held.set(d, link);
+  let total = 0;
+  for (const [x, l] of held) {
+    if (l._incomplete !== x || !l.state?.remote_open) { held.delete(x); continue; } // finished, dropped or detached
+    total += x[BYTES] ?? 0;
+  }
+  if (total <= 2 * max) return;
+  held.delete(d);
+  dropIncomplete(link, d);
+  throw new PeerError('link', C.resourceLimit,
+    `unfinished messages on this connection hold ${total} bytes, over twice the max-message-size of ${max} bytes: ` +
+    `the one on link "${link.name}" was dropped; finish a message before starting others`, link);
 }
 
 /** [AMQP 2.6.14, 2.7.5] An aborted delivery is discarded and implicitly settled; no disposition. */
