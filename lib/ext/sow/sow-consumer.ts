@@ -601,11 +601,18 @@ export class SowConsumer implements Consumer {
       let rows: Array<[Buffer, Buffer]>;
       try { rows = await cursor.next(LOG_CHUNK); } finally { await cursor.close(); }
       if (generation !== this.#logGeneration) return;
-      for (const [k, v] of rows) {
-        const { meta, message } = decodeEvent(v);
-        this.#logRows.push(eventFromLog(readScn(k, 5), meta, message, false));
+      // The trim publishes its floor before it deletes: rows read from below the floor that do
+      // not begin at after + 1 begin past deleted ones. They are not taken; once what this link
+      // holds is sent, #nextEvent finds it has fallen off (a read-ahead went on past the gap).
+      const floor = this.#s.oldestLogScn;
+      const pastGap = after + 1 < floor && (rows.length === 0 || readScn(rows[0][0], 5) !== after + 1);
+      if (!pastGap) {
+        for (const [k, v] of rows) {
+          const { meta, message } = decodeEvent(v);
+          this.#logRows.push(eventFromLog(readScn(k, 5), meta, message, false));
+        }
+        if (!rows.length && this.#logRows.length === 0) this.#position = Math.max(this.#position, q.committedScn);
       }
-      if (!rows.length && this.#logRows.length === 0) this.#position = Math.max(this.#position, q.committedScn);
     } finally { this.#fetching = false; }
     this.pump();
   }

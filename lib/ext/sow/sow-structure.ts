@@ -945,6 +945,13 @@ export class SowStructure implements QueueStructure {
         }
       }
       if (cutoff > this.oldestLogScn && this.oldestLogScn > 0) {
+        // The new floor is published before a row goes: a reader that attaches or reads the log
+        // meanwhile has fallen off (it used to read on from the first row left, a silent gap).
+        this.logCount = Math.max(0, this.logCount - (cutoff - this.oldestLogScn));
+        this.oldestLogScn = cutoff;
+        const i = this.ring.findIndex((e) => e.scn >= cutoff);
+        this.#trimRing(i === -1 ? this.ring.length : i);
+        this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
         // Old rows are immutable, so they can go outside the commit order: two range deletes.
         const last = await store.get(scnKey(CoreTables.log, q.id, cutoff));
         const cutTs = last ? decodeEvent(last).meta.ts : now;
@@ -963,11 +970,6 @@ export class SowStructure implements QueueStructure {
         if (indexEnd) await store.clearRange(queuePrefix(TIME, q.id), indexEnd);
         // The oldest retained event gets an index row of its own (its bucket's row may be gone).
         if (last) await store.batch([{ type: 'put', key: timeKey(q.id, cutTs, cutoff), value: EMPTY }], false);
-        this.logCount = Math.max(0, this.logCount - (cutoff - this.oldestLogScn));
-        this.oldestLogScn = cutoff;
-        const i = this.ring.findIndex((e) => e.scn >= cutoff);
-        this.#trimRing(i === -1 ? this.ring.length : i);
-        this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
       }
     }
   }
