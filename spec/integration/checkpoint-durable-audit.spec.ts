@@ -3,6 +3,8 @@
  * (a code review, session 22). Each case failed on the code before its fix:
  * 1. the log trim deleted rows before it moved the floor: a checkpoint reader attaching, or
  *    one streaming from the log, went on from the first row left (a gap, no bootstrap);
+ * 2. after a restart a durable subscription fallen off the log resumed at the oldest event
+ *    still there (the ring floor was not set), and on a browse-only queue it always did;
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -131,6 +133,100 @@ describe('checkpoints and durable subscriptions whose position the log no longer
         await rc1.close(); await c.close();
       }
       expect(s.oldestLogScn).to.equal(4601);
+    });
+  });
+
+  describe('2. a durable subscription fallen off the log', function () {
+    const attachSub = (url: string, address: string, extra: Record<string, unknown> = {}) => attachAndRead(url, durableSource(address, extra), { name: 'sub', container: 'cont', credit: 100, idleMs: 800 });
+
+    for (const restart of [false, true]) {
+      it(`SOW queue with log.max_count: the re-attach is scn-not-found${restart ? ' after a restart too' : ''}, never the events after the gap`, async function () {
+        tb = await startTestBroker();
+        await send(tb.url, sowQ('df.sow', { 'log.max_count': 5 }), [rec('a', 1), rec('b', 1), rec('c', 1)]); // SCN 1-3
+        expect((await attachSub(tb.url, 'df.sow')).got.length).to.equal(3);
+        expect(listSubscriptions(tb.broker)[0].position).to.equal(3);
+        await send(tb.url, 'df.sow', Array.from({ length: 20 }, (_, i) => rec(`k${i}`, i))); // SCN 4-23, 19-23 kept
+        await runRetention(tb.broker);
+        if (restart) await tb.restart();
+        expect(tb.broker.queueInfo(tb.broker.nodes.get('df.sow')!).scn_oldest).to.equal(19);
+        const second = await attachSub(tb.broker.urls[0], 'df.sow');
+        expect(second.got.map(scnOf), 'nothing after the gap').to.deep.equal([]);
+        expect(second.err?.condition, second.err?.description).to.equal('tidemark:scn-not-found');
+        expect(listSubscriptions(tb.broker).map((x) => x.position), 'the subscription is kept where it was').to.deep.equal([3]);
+      });
+
+      it(`browse-only queue with log.max_count: the re-attach is scn-not-found${restart ? ' after a restart too' : ''}`, async function () {
+        tb = await startTestBroker();
+        await send(tb.url, browseOnly('df.bo', { 'log.max_count': 5 }), [1, 2, 3].map((n) => ({ body: `m${n}` })));
+        expect((await attachSub(tb.url, 'df.bo')).got.map((m) => m.message.body)).to.deep.equal(['m1', 'm2', 'm3']);
+        await send(tb.url, 'df.bo', Array.from({ length: 20 }, (_, i) => ({ body: `m${i + 4}` }))); // SCN 4-23, 19-23 kept
+        if (restart) await tb.restart();
+        const second = await attachSub(tb.broker.urls[0], 'df.bo');
+        expect(second.got.map((m) => m.message.body), 'nothing after the gap').to.deep.equal([]);
+        expect(second.err?.condition, second.err?.description).to.equal('tidemark:scn-not-found');
+      });
+    }
+
+    it('a durable subscriber that falls off while it reads is detached with scn-not-found, and the subscription stays (the client answering closed=true does not end it)', async function () {
+      const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
+      const clock = new ManualClock(T0);
+      tb = await startTestBroker({}, { clock });
+      const c = await connect(tb.url);
+      const snd = await openSender(c, sowQ('df.read', { 'log.retention': '60s' }));
+      for (let i = 0; i < 24; i++) {
+        if (i === 3) clock.set(T0 + 10_000);
+        await sendAll(snd, Array.from({ length: 1000 }, (_, j) => rec(`k${j % 50}`, i * 1000 + j))); // SCN 1-3000 at T0, 3001-24000 at T0 + 10 s
+      }
+      await c.close();
+      // a subscription from SCN 100: behind the ring, it reads the log (rows 101-1100 held)
+      const rc = await connect(tb.url, { container_id: 'cont' });
+      try {
+        const rcv = await openReceiver(rc, durableSource('df.read', { filter: tmFilters({ command: 'subscribe', bookmark: '100' }) }), { name: 'sub' });
+        const got: Received[] = [];
+        rcv.on('message', (ctx: any) => { got.push({ message: ctx.message, delivery: ctx.delivery }); ctx.delivery.accept(); });
+        const closed = new Promise<{ condition?: string }>((res) => rcv.once('receiver_close', () => res(errorOf(rcv.remote?.detach?.error ?? rcv.error))));
+        rcv.add_credit(10);
+        await waitFor(() => got.length === 10);
+        clock.set(T0 + 75_000); // the cut: 3001
+        await runRetention(tb.broker);
+        rcv.add_credit(2000);
+        expect((await closed).condition).to.equal('tidemark:scn-not-found');
+        expect(got.map(scnOf)).to.deep.equal(Array.from({ length: 1000 }, (_, i) => 101 + i));
+      } finally { await rc.close(); }
+      await sleep(200);
+      expect(listSubscriptions(tb.broker).map((x) => x.position)).to.deep.equal([1100]);
+      const again = await attachSub(tb.url, 'df.read', { filter: tmFilters({ command: 'subscribe', bookmark: '100' }) });
+      expect(again.err?.condition).to.equal('tidemark:scn-not-found');
+    });
+
+    it('browse-only queue without log bounds: messages gone by ring overflow are no fall (the browse resumes with what is there)', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, browseOnly('df.ring', { 'qpid.max_count': 5, 'qpid.policy_type': 'ring' }), [1, 2, 3].map((n) => ({ body: `m${n}` })));
+      expect((await attachSub(tb.url, 'df.ring')).got.length).to.equal(3);
+      await send(tb.url, 'df.ring', Array.from({ length: 20 }, (_, i) => ({ body: `m${i + 4}` })));
+      const second = await attachSub(tb.url, 'df.ring');
+      expect(second.err).to.equal(undefined);
+      expect(second.got.map((m) => m.message.body)).to.deep.equal(['m19', 'm20', 'm21', 'm22', 'm23']);
+    });
+
+    it('a SOW queue after a restart with the log trimmed whole (log.retention): the re-attach is scn-not-found, not the next live event', async function () {
+      const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
+      const clock = new ManualClock(T0);
+      tb = await startTestBroker({}, { clock });
+      await send(tb.url, sowQ('df.ret', { 'log.retention': '10s' }), [rec('a', 1), rec('b', 1)]); // SCN 1-2
+      expect((await attachSub(tb.url, 'df.ret')).got.length).to.equal(2);
+      await send(tb.url, 'df.ret', [rec('c', 1), rec('d', 1)]); // SCN 3-4
+      clock.set(T0 + 60_000);
+      await runRetention(tb.broker);
+      await tb.restart();
+      const q = tb.broker.nodes.get('df.ret')!;
+      expect((q.structure as any).oldestLogScn, 'an empty log starts after the head').to.equal(5);
+      const second = await attachSub(tb.broker.urls[0], 'df.ret');
+      expect(second.err?.condition, second.err?.description).to.equal('tidemark:scn-not-found');
+      // a checkpoint at 2 falls off too (a bootstrap), and one at the head reads on
+      const boot = await attachAndRead(tb.broker.urls[0], { address: 'df.ret', filter: tmFilters({ checkpoint: { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 2, prevScn: 2, windowOffset: -1 } }) }, { until: (m) => cmdOf(m) === 'completed' });
+      expect(cmdOf(boot.got[0])).to.equal('group_begin');
+      expect(boot.got.filter((m) => cmdOf(m) === 'sow').map(keyOf)).to.deep.equal(['a', 'b', 'c', 'd']);
     });
   });
 });

@@ -15,6 +15,7 @@ import { TidemarkError, Conditions } from '../../core/errors.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { SowConsumer, type CheckpointPlan } from '../sow/sow-consumer.js';
 import { commandOf, listAnnotations, COMMAND, BOOKMARK, OPTIONS } from '../sow/index.js';
+import { isLogBounded, oldestRetained } from '../replay/index.js';
 import { MarkerSink } from '../sow/marker-sink.js';
 import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
 import { DurableSubscriptions, DurableSink, subscriptionKey, type Subscription } from './durable.js';
@@ -123,7 +124,7 @@ function openCheckpointed(queue: Queue, req: ConsumerRequest, sink: DeliverySink
   // A plain queue: online only (every entry is a window of one). Its sow / sow_and_subscribe
   // answers are the sow extension's (not-found, empty group then live).
   if (!(queue.structure instanceof ListStructure) || command === 'sow' || command === 'sow_and_subscribe') return undefined;
-  const plan = checkpointPlan(queue, cp, queue.structure.stats().oldestScn, false);
+  const plan = checkpointPlan(queue, cp, oldestRetained(queue, queue.structure), false);
   const tracker = plan.tracker;
   return queue.structure.openConsumer({ ...req, mode: 'copy' }, new MarkerSink(sink), {
     startAfterScn: plan.position,
@@ -153,6 +154,13 @@ function mayManage(b: BrokerContext, user: string, sub: Subscription): boolean {
 function resumesBySnapshot(req: ConsumerRequest): boolean {
   const { command, options } = commandOf(req);
   return command === 'sow_and_subscribe' && (options.oof === true || options.top_n !== undefined);
+}
+
+/** The position a durable subscription is at has fallen off the log that begins at `oldest`. */
+function refuseFallenOff(queue: Queue, req: ConsumerRequest, position: number, oldest: number): void {
+  if (oldest > 0 && position + 1 < oldest) {
+    throw new TidemarkError(Conditions.scnNotFound, `durable subscription ${req.containerId}/${req.linkName} is at SCN ${position}, older than the retained log of ${queue.name} (oldest SCN ${oldest}): the events between are gone; end the subscription (SUBSCRIPTION-DELETE) to start a new one`, { info: { 'oldest-scn': oldest, 'requested-scn': position } });
+  }
 }
 
 /** A durable subscription's filters as one text, bookmark and checkpoint left out (they only say where it starts). */
@@ -213,8 +221,12 @@ export function checkpointsExtension(): Extension {
     const dsink = new DurableSink(sink, durables, key, sub);
     let inner: Consumer;
     if (sub.position !== null && queue.structure instanceof SowStructure && !resumesBySnapshot(req)) {
+      refuseFallenOff(queue, req, sub.position, queue.structure.oldestLogScn);
       inner = new SowConsumer(queue.structure, { ...req, filters: new Map(req.filters) }, dsink, { command: 'subscribe', options: commandOf(req).options, replayAfter: sub.position, completedMarker: false, annotate: req.annotate });
     } else if (sub.position !== null && queue.structure instanceof ListStructure) {
+      // Only log.* makes a plain queue's messages a log that readers fall off; a browser of a ring
+      // or TTL queue reads what is there, as in qpidd.
+      if (isLogBounded(queue.structure)) refuseFallenOff(queue, req, sub.position, oldestRetained(queue, queue.structure));
       inner = queue.structure.openConsumer({ ...req, mode: 'copy' }, dsink, { startAfterScn: sub.position });
     } else inner = open(queue, req, dsink, next);
     if (fresh) durables.save(key, sub);
@@ -235,7 +247,9 @@ export function checkpointsExtension(): Extension {
         if (stolen) return; // the subscription is the new link's now, whatever this detach says
         if (attached.get(id) === steal) attached.delete(id);
         inner.close(o);
-        if (o?.linkClosed) durables.delete(key);
+        // A client's detach with closed=true ends it; one answering the broker's detach with an
+        // error (scn-not-found) does not: the subscription stays where it was, to be told again.
+        if (o?.linkClosed && !dsink.closedWithError) durables.delete(key);
       },
     };
   }

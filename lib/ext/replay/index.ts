@@ -41,6 +41,21 @@ export function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options
   return resolvedScn;
 }
 
+/** Plain queues whose messages log.max_count / log.retention bound. */
+const boundedLists = new WeakSet<ListStructure>();
+
+/** Whether a plain queue's messages are its log bounded by log.* (readers of a position before them have fallen off, decisions.md). */
+export function isLogBounded(list: ListStructure): boolean { return boundedLists.has(list); }
+
+/**
+ * The oldest SCN a plain queue still holds (where its log begins); past the head when it holds
+ * none of what was committed, so that every older position has fallen off (an empty queue
+ * said 0, "nothing trimmed", and such a reader waited for live messages: a silent gap).
+ */
+export function oldestRetained(queue: Queue, list: ListStructure): number {
+  return list.stats().oldestScn || (queue.committedScn > 0 ? queue.committedScn + 1 : 0);
+}
+
 export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extension {
   let timer: NodeJS.Timeout | undefined;
   let listTimer: NodeJS.Timeout | undefined;
@@ -53,6 +68,7 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
    * duration. A reader whose position is older has fallen off (scn-not-found, wire.md 6).
    */
   function boundList(list: ListStructure, retention: number | undefined, maxCount: number | undefined): void {
+    if (maxCount !== undefined || retention !== undefined) boundedLists.add(list);
     if (maxCount !== undefined) {
       list.admission.push({
         admit(l) {
@@ -80,7 +96,7 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
     if (bm.kind === 'time') {
       start = 0;
       for (const e of list.list.live()) { if (e.ts > bm.ms) break; start = e.scn; }
-    } else start = replayStart(queue, bm, bm.kind === 'scn' ? bm.scn : 0, c.options, list.stats().oldestScn) ?? queue.committedScn;
+    } else start = replayStart(queue, bm, bm.kind === 'scn' ? bm.scn : 0, c.options, oldestRetained(queue, list)) ?? queue.committedScn;
     return list.openConsumer({ ...req, mode: 'copy' }, markers, {
       startAfterScn: start, annotate: listAnnotations, onCaughtUp: () => listMarker(markers, 'completed', queue.committedScn),
     });
