@@ -5,6 +5,7 @@
  *    one streaming from the log, went on from the first row left (a gap, no bootstrap);
  * 2. after a restart a durable subscription fallen off the log resumed at the oldest event
  *    still there (the ring floor was not set), and on a browse-only queue it always did;
+ * 3. a durable re-attach lost what its filters ask for: checkpoints, `completed`, annotations;
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -227,6 +228,66 @@ describe('checkpoints and durable subscriptions whose position the log no longer
       const boot = await attachAndRead(tb.broker.urls[0], { address: 'df.ret', filter: tmFilters({ checkpoint: { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 2, prevScn: 2, windowOffset: -1 } }) }, { until: (m) => cmdOf(m) === 'completed' });
       expect(cmdOf(boot.got[0])).to.equal('group_begin');
       expect(boot.got.filter((m) => cmdOf(m) === 'sow').map(keyOf)).to.deep.equal(['a', 'b', 'c', 'd']);
+    });
+  });
+
+  describe('3. a durable re-attach keeps what its filters ask for', function () {
+    const readDurable = (source: any, name: string, until?: (m: Received) => boolean) => attachAndRead(tb!.url, source, { name, container: 'cont', credit: 100, until }).then((r) => r.got);
+
+    it('checkpoint link on a SOW queue: every message of the re-attached link carries x-opt-tm-checkpoint, from the stored position', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, sowQ('dr.cp'), [rec('a', 1), rec('b', 1)]);
+      const src = durableSource('dr.cp', { filter: tmFilters({ checkpoint: FLEX }) });
+      const first = (await readDurable(src, 'cp')).filter((m) => cmdOf(m) === 'publish');
+      expect(first.map((m) => plainCp(m)?.windowScn)).to.deep.equal([1, 2]);
+      await send(tb.url, 'dr.cp', [rec('c', 1), rec('d', 1)]);
+      const second = await readDurable(src, 'cp');
+      expect(second.map((m) => `${cmdOf(m)} ${scnOf(m)} ${plainCp(m)?.windowScn}`), 'wire.md 6').to.deep.equal(['publish 3 3', 'publish 4 4']);
+    });
+
+    it('checkpoint link on a SOW queue fallen off the log: the re-attach bootstraps, as the checkpoint would', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, sowQ('dr.cpoff', { 'log.max_count': 3 }), [rec('a', 1), rec('b', 1)]);
+      const src = durableSource('dr.cpoff', { filter: tmFilters({ checkpoint: FLEX }) });
+      expect((await readDurable(src, 'cp')).map(scnOf)).to.deep.equal([1, 2]);
+      await send(tb.url, 'dr.cpoff', [rec('c', 1), rec('d', 1), rec('a', 2), rec('e', 1)]); // SCN 3-6, 4-6 kept
+      await runRetention(tb.broker);
+      const second = await readDurable(src, 'cp', (m) => cmdOf(m) === 'completed');
+      expect(cmdOf(second[0])).to.equal('group_begin');
+      expect(plainCp(second[0])).to.include({ consumption_mode: 'BOOTSTRAP_SNAPSHOT' });
+      expect(second.filter((m) => cmdOf(m) === 'sow').map(keyOf)).to.include.members(['a', 'c', 'd', 'e']);
+    });
+
+    it('subscribe with a bookmark on a SOW queue: the re-attached link sends `completed` after its replay', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, sowQ('dr.sow'), [rec('a', 1), rec('b', 1)]);
+      const src = durableSource('dr.sow', { filter: tmFilters({ command: 'subscribe', bookmark: '0' }) });
+      expect((await readDurable(src, 'bm')).map(cmdOf)).to.deep.equal(['publish', 'publish', 'completed']);
+      await send(tb.url, 'dr.sow', [rec('c', 1)]);
+      expect((await readDurable(src, 'bm')).map((m) => `${cmdOf(m)} ${scnOf(m)}`), 'wire.md 5: completed always follows the replay').to.deep.equal(['publish 3', 'completed 3']);
+    });
+
+    it('subscribe with a bookmark on a browse-only queue: the re-attached link keeps the x-opt-tm-* annotations and `completed`', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, browseOnly('dr.bo'), [{ body: 'm1' }, { body: 'm2' }]);
+      const src = durableSource('dr.bo', { filter: tmFilters({ command: 'subscribe', bookmark: '0' }) });
+      const first = await readDurable(src, 'bo');
+      expect(first.map((m) => [m.message.body, cmdOf(m), scnOf(m)])).to.deep.equal([['m1', 'publish', 1], ['m2', 'publish', 2], [null, 'completed', 2]]);
+      await send(tb.url, 'dr.bo', [{ body: 'm3' }]);
+      const second = await readDurable(src, 'bo');
+      expect(second.map((m) => [m.message.body, cmdOf(m), scnOf(m)]), 'wire.md 4.2 annotations on every message of a tidemark: link').to.deep.equal([['m3', 'publish', 3], [null, 'completed', 3]]);
+    });
+
+    it('a content filter alone, and a checkpoint, on a browse-only queue: annotations (and checkpoints) after the re-attach too', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, browseOnly('dr.cf'), [1, 2].map((v) => ({ body: JSON.stringify({ v }) })));
+      const filtered = durableSource('dr.cf', { filter: tmFilters({ filter: '/v > 0' }) });
+      const checkpointed = durableSource('dr.cf', { filter: tmFilters({ checkpoint: FLEX }) });
+      expect((await readDurable(filtered, 'cf')).map((m) => `${cmdOf(m)} ${scnOf(m)}`)).to.deep.equal(['publish 1', 'publish 2']);
+      expect((await readDurable(checkpointed, 'ck')).map((m) => `${cmdOf(m)} ${scnOf(m)} ${plainCp(m)?.windowScn}`)).to.deep.equal(['publish 1 1', 'publish 2 2']);
+      await send(tb.url, 'dr.cf', [{ body: JSON.stringify({ v: 3 }) }]);
+      expect((await readDurable(filtered, 'cf')).map((m) => `${cmdOf(m)} ${scnOf(m)}`)).to.deep.equal(['publish 3']);
+      expect((await readDurable(checkpointed, 'ck')).map((m) => `${cmdOf(m)} ${scnOf(m)} ${plainCp(m)?.windowScn}`)).to.deep.equal(['publish 3 3']);
     });
   });
 });

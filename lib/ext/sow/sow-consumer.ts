@@ -733,7 +733,9 @@ export class SowConsumer implements Consumer {
             // CATCHUP target: the head when the snapshot ends.
             boot.target = this.#s.queue.committedScn;
             this.#replayTarget = boot.target;
-            this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start });
+            // A durable subscription moves to the catch-up's start: resumed there, the catch-up
+            // brings whatever the snapshot's records miss (its position stayed before the bootstrap).
+            this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start }, boot.start);
           } else {
             this.#marker('group_end', this.#groupEndScn, undefined, this.#groupEndScn);
             this.#replaceAfterSnapshot();
