@@ -6,6 +6,7 @@
  * 2. after a restart a durable subscription fallen off the log resumed at the oldest event
  *    still there (the ring floor was not set), and on a browse-only queue it always did;
  * 3. a durable re-attach lost what its filters ask for: checkpoints, `completed`, annotations;
+ * 4. a time bookmark on a plain queue ignored bookmark_not_found;
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -288,6 +289,46 @@ describe('checkpoints and durable subscriptions whose position the log no longer
       await send(tb.url, 'dr.cf', [{ body: JSON.stringify({ v: 3 }) }]);
       expect((await readDurable(filtered, 'cf')).map((m) => `${cmdOf(m)} ${scnOf(m)}`)).to.deep.equal(['publish 3']);
       expect((await readDurable(checkpointed, 'ck')).map((m) => `${cmdOf(m)} ${scnOf(m)} ${plainCp(m)?.windowScn}`)).to.deep.equal(['publish 3 3']);
+    });
+  });
+
+  describe('4. a time bookmark older than the retained log of a plain queue', function () {
+    // one broker for this block (tb4: the outer afterEach stops tb)
+    let tb4: TestBroker | undefined;
+    let T = '';
+    const sowT = { T: '' };
+    before(async function () {
+      tb4 = await startTestBroker();
+      for (const [name, extra] of [['pt.bo', { 'qpid.browse-only': true }], ['pt.sow', { 'sow.key': '/id' }]] as const) {
+        for (let i = 1; i <= 10; i++) {
+          await send(tb4!.url, { address: name, capabilities: ['create-on-demand'], dynamic_node_properties: { 'log.max_count': 5, ...extra } }, [{ body: JSON.stringify({ id: `k${i}`, i }) }]);
+          await sleep(15);
+          if (i === 2) { const t = new Date().toISOString(); if (name === 'pt.bo') T = t; else sowT.T = t; await sleep(15); }
+        }
+      }
+    });
+    after(async () => { await tb4?.stop(); });
+
+    const replay = (address: string, bookmark: string, options?: Record<string, unknown>) => attachAndRead(tb4!.url, { address, filter: tmFilters({ command: 'subscribe', bookmark, options }) }, { idleMs: 600, credit: 50 });
+
+    it('SOW queue (reference): default `now` replays nothing old; fail is scn-not-found', async function () {
+      expect((await replay('pt.sow', sowT.T)).got.map((m) => [cmdOf(m), scnOf(m)])).to.deep.equal([['completed', 10]]);
+      expect((await replay('pt.sow', sowT.T, { bookmark_not_found: 'fail' })).err?.condition).to.equal('tidemark:scn-not-found');
+    });
+    it('browse-only queue: default `now` replays nothing old', async function () {
+      const { got } = await replay('pt.bo', T);
+      expect(got.map((m) => [cmdOf(m), scnOf(m)])).to.deep.equal([['completed', 10]]);
+    });
+    it('browse-only queue: bookmark_not_found fail is scn-not-found, epoch replays what is retained', async function () {
+      const { err, got } = await replay('pt.bo', T, { bookmark_not_found: 'fail' });
+      expect(err?.condition, `got ${show(got)}`).to.equal('tidemark:scn-not-found');
+      expect((await replay('pt.bo', T, { bookmark_not_found: 'epoch' })).got.map(scnOf)).to.deep.equal([6, 7, 8, 9, 10, 10]);
+    });
+    it('browse-only queue: a time the retained log covers replays after it', async function () {
+      const { got } = await replay('pt.bo', new Date().toISOString());
+      expect(got.map((m) => [cmdOf(m), scnOf(m)])).to.deep.equal([['completed', 10]]);
+      const before = await replay('pt.bo', '20200101T000000Z', { bookmark_not_found: 'fail' });
+      expect(before.err?.condition).to.equal('tidemark:scn-not-found');
     });
   });
 });

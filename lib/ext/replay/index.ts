@@ -56,6 +56,13 @@ export function oldestRetained(queue: Queue, list: ListStructure): number {
   return list.stats().oldestScn || (queue.committedScn > 0 ? queue.committedScn + 1 : 0);
 }
 
+/** The SCN of the last message at or before `ms` a plain queue still holds (0: none). */
+function lastAtOrBefore(list: ListStructure, ms: number): number {
+  let scn = 0;
+  for (const e of list.list.live()) { if (e.ts > ms) break; scn = e.scn; }
+  return scn;
+}
+
 export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extension {
   let timer: NodeJS.Timeout | undefined;
   let listTimer: NodeJS.Timeout | undefined;
@@ -91,12 +98,11 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
   function openOnList(queue: Queue, list: ListStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }) {
     refuseBookmarkAhead(queue, c.bookmark);
     const markers = new MarkerSink(sink);
-    let start: number;
     const bm = c.bookmark;
-    if (bm.kind === 'time') {
-      start = 0;
-      for (const e of list.list.live()) { if (e.ts > bm.ms) break; start = e.scn; }
-    } else start = replayStart(queue, bm, bm.kind === 'scn' ? bm.scn : 0, c.options, oldestRetained(queue, list)) ?? queue.committedScn;
+    // A time resolves to the last message at or before it; none held (0), with older ones gone,
+    // is older than the retained log, and bookmark_not_found decides (it used to replay them all).
+    const resolved = bm.kind === 'time' ? lastAtOrBefore(list, bm.ms) : bm.kind === 'scn' ? bm.scn : 0;
+    const start = replayStart(queue, bm, resolved, c.options, oldestRetained(queue, list)) ?? queue.committedScn;
     return list.openConsumer({ ...req, mode: 'copy' }, markers, {
       startAfterScn: start, annotate: listAnnotations, onCaughtUp: () => listMarker(markers, 'completed', queue.committedScn),
     });
