@@ -7,6 +7,7 @@
  *    still there (the ring floor was not set), and on a browse-only queue it always did;
  * 3. a durable re-attach lost what its filters ask for: checkpoints, `completed`, annotations;
  * 4. a time bookmark on a plain queue ignored bookmark_not_found;
+ * 5. a checkpoint from a deleted and re-created queue resumed online in the new one.
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -329,6 +330,59 @@ describe('checkpoints and durable subscriptions whose position the log no longer
       expect(got.map((m) => [cmdOf(m), scnOf(m)])).to.deep.equal([['completed', 10]]);
       const before = await replay('pt.bo', '20200101T000000Z', { bookmark_not_found: 'fail' });
       expect(before.err?.condition).to.equal('tidemark:scn-not-found');
+    });
+  });
+
+  describe('5. a checkpoint from a deleted and re-created queue', function () {
+    /** Reads with a checkpoint until `until` (or idle). */
+    const read = (q: string, checkpoint: unknown, until?: (m: Received) => boolean, count?: number) => attachAndRead(tb!.url, { address: q, filter: tmFilters({ checkpoint }) }, { until: until ?? (count !== undefined ? (() => { let n = 0; return () => ++n >= count; })() : undefined), credit: 500, idleMs: 800 }).then((r) => r.got);
+    const asFilter = (cp: any) => JSON.stringify(cp);
+
+    async function recreate(q: string, n: number) {
+      await sleep(5);
+      expect(await tb!.broker.nodes.delete(q)).to.equal(true);
+      await sleep(5);
+      await send(tb!.url, sowQ(q), Array.from({ length: n }, (_, i) => rec(`new${String(i).padStart(3, '0')}`, i)));
+    }
+
+    it('an online position the new queue still covers is not taken for a position in it: a full bootstrap', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, sowQ('rc.q'), Array.from({ length: 50 }, (_, i) => rec(`old${i}`, i))); // SCN 1-50
+      const seen = await read('rc.q', FLEX, undefined, 50);
+      const cp = plainCp(seen[seen.length - 1]);
+      expect(cp.windowScn).to.equal(50);
+      await recreate('rc.q', 100); // SCN 1-100 of the new queue
+      const got = await read('rc.q', asFilter(cp), (m) => cmdOf(m) === 'completed');
+      expect(`${cmdOf(got[0])} ${plainCp(got[0])?.consumption_mode} ${plainCp(got[0])?.bootstrap_since_scn}`).to.equal('group_begin BOOTSTRAP_SNAPSHOT 0');
+      expect(got.filter((m) => cmdOf(m) === 'sow')).to.have.length(100);
+    });
+
+    it('a snapshot checkpoint (and a catch-up one) from the earlier queue: a full bootstrap, not a resumed snapshot', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, sowQ('rs.q'), Array.from({ length: 50 }, (_, i) => rec(`old${String(i).padStart(3, '0')}`, i)));
+      const boot = await read('rs.q', { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 0, prevScn: 0, windowOffset: -1 }, (m) => cmdOf(m) === 'completed');
+      const midSnapshot = plainCp(boot.find((m) => keyOf(m) === 'old010')!);
+      const catchUp = plainCp(boot.find((m) => cmdOf(m) === 'group_end')!);
+      expect(midSnapshot).to.include({ consumption_mode: 'BOOTSTRAP_SNAPSHOT', snapshot_offset: 'old010' });
+      expect(catchUp).to.include({ consumption_mode: 'BOOTSTRAP_CATCHUP' });
+      expect(midSnapshot.tsNsecs, 'a snapshot checkpoint carries the time it was taken').to.be.a('string');
+      await recreate('rs.q', 100);
+      for (const cp of [midSnapshot, catchUp]) {
+        const got = await read('rs.q', asFilter(cp), (m) => cmdOf(m) === 'completed');
+        expect(`${cmdOf(got[0])} ${plainCp(got[0])?.consumption_mode} ${plainCp(got[0])?.snapshot_offset}`, cp.consumption_mode).to.equal('group_begin BOOTSTRAP_SNAPSHOT undefined');
+        expect(got.filter((m) => cmdOf(m) === 'sow'), cp.consumption_mode).to.have.length(100);
+      }
+    });
+
+    it('a checkpoint of this queue (or one without tsNsecs) still resumes online', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, sowQ('ok.q'), Array.from({ length: 5 }, (_, i) => rec(`k${i}`, i)));
+      const seen = await read('ok.q', FLEX, undefined, 3);
+      const cp = plainCp(seen[2]);
+      const got = await read('ok.q', asFilter(cp));
+      expect(got.map((m) => `${cmdOf(m)} ${scnOf(m)}`)).to.deep.equal(['publish 4', 'publish 5']);
+      const { tsNsecs: _t, ...noTs } = cp;
+      expect((await read('ok.q', asFilter(noTs))).map(scnOf)).to.deep.equal([4, 5]);
     });
   });
 });

@@ -41,6 +41,15 @@ export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBoot
   // without tsNsecs, or from a queue deleted and re-created since, cannot show it: full).
   // `ownQueue`: a durable subscription's position, which is this queue's.
   const sameQueue = deletes !== undefined && (ownQueue || (cp.tsNsecs !== undefined && cp.tsNsecs >= 0n && Number(cp.tsNsecs / 1_000_000n) >= deletes.tombstonesSinceMs));
+  // Its last event (or snapshot) is older than this queue: its SCNs are an earlier queue's of
+  // the name, whatever they say here (SCNs start again at 1). Only a full bootstrap is right.
+  const created = q.def?.created;
+  if (!ownQueue && created !== undefined && cp.tsNsecs !== undefined && cp.tsNsecs >= 0n && cp.tsNsecs < BigInt(Math.floor(created)) * 1_000_000n) {
+    if (!canBootstrap) {
+      throw new TidemarkError(Conditions.scnNotFound, `checkpoint is from before queue ${q.name} was created (tsNsecs ${cp.tsNsecs}, created ${new Date(created).toISOString()}): its positions are another queue's, and a queue without SOW cannot bootstrap`, { info: { 'oldest-scn': oldest, 'requested-scn': Math.max(0, cp.windowScn) } });
+    }
+    return { tracker: new WindowTracker({ prevScn: 0 }), skip: 0, bootstrap: {}, position: 0 };
+  }
   refuseAhead(q, cp);
   const fellOff = (pos: number) => oldest > 0 && pos + 1 < oldest;
   /**

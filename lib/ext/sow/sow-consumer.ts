@@ -210,12 +210,14 @@ export class SowConsumer implements Consumer {
     q.ctx.committer.atQuiescentPoint(() => {
       if (this.#closed) return;
       const S = q.committedScn;
+      this.#snapAt = q.ctx.clock.now();
+      const t = this.#plan.checkpoint!.tracker;
       if (boot.start === undefined) {
         boot.start = S;
         // A fresh bootstrap: the consumer's position is the snapshot's SCN once caught up.
-        const t = this.#plan.checkpoint!.tracker;
         t.prevScn = t.windowScn = S; t.windowOffset = -1;
       }
+      t.snapshotAt(this.#snapAt);
       // Incremental (semantics.md 8): tombstones for the keys deleted in [since, start], merged
       // into the records in key order. Gone meanwhile (a restart, the cap): a full one instead.
       this.#tombs = undefined;
@@ -229,7 +231,6 @@ export class SowConsumer implements Consumer {
       this.#marker('group_begin', undefined, this.#snapshotCheckpoint(boot.resumeAfterKey));
       this.#position = boot.start;
       this.#groupEndScn = S;
-      this.#snapAt = q.ctx.clock.now();
       this.#snapshot = new CurrentSnapshot(this.#s, q.ctx.store, S, boot.resumeAfterKey);
       this.#phase = 'snapshot';
       this.pump();
@@ -237,8 +238,8 @@ export class SowConsumer implements Consumer {
   }
 
   #snapshotCheckpoint(lastKey: string | undefined): Checkpoint {
-    const boot = this.#plan.checkpoint!.bootstrap!;
-    return snapshotCheckpoint(boot.start!, lastKey, boot.since ?? 0);
+    const cp = this.#plan.checkpoint!;
+    return snapshotCheckpoint(cp.bootstrap!.start!, lastKey, cp.bootstrap!.since ?? 0, cp.tracker.tsNsecs);
   }
   /** An incremental bootstrap's tombstones still to merge into the snapshot, in key order. */
   #tombs?: Fifo<{ key: string; scn: number; b: Buffer }>;
@@ -257,8 +258,8 @@ export class SowConsumer implements Consumer {
   #snapshotCheckpointBytes?: (lastKey: string) => EncodedValue;
   /** The checkpoint after the bootstrap snapshot's row `key` (a record or a tombstone). */
   #snapshotRowCheckpoint(key: string): EncodedValue {
-    const boot = this.#plan.checkpoint!.bootstrap!;
-    return (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(boot.start!, boot.since ?? 0))(key);
+    const cp = this.#plan.checkpoint!;
+    return (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(cp.bootstrap!.start!, cp.bootstrap!.since ?? 0, cp.tracker.tsNsecs))(key);
   }
 
   /** The checkpoint after event `ev` was consumed (tracker already advanced). */
@@ -735,7 +736,8 @@ export class SowConsumer implements Consumer {
             this.#replayTarget = boot.target;
             // A durable subscription moves to the catch-up's start: resumed there, the catch-up
             // brings whatever the snapshot's records miss (its position stayed before the bootstrap).
-            this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start }, boot.start);
+            const tsNsecs = this.#plan.checkpoint!.tracker.tsNsecs;
+            this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, tsNsecs, bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start }, boot.start);
           } else {
             this.#marker('group_end', this.#groupEndScn, undefined, this.#groupEndScn);
             this.#replaceAfterSnapshot();
