@@ -8,6 +8,7 @@
  * 3. a durable re-attach lost what its filters ask for: checkpoints, `completed`, annotations;
  * 4. a time bookmark on a plain queue ignored bookmark_not_found;
  * 5. a checkpoint from a deleted and re-created queue resumed online in the new one.
+ * Also: a conflated message on a checkpoint link carried no checkpoint.
  */
 import { expect } from 'chai';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -383,6 +384,29 @@ describe('checkpoints and durable subscriptions whose position the log no longer
       expect(got.map((m) => `${cmdOf(m)} ${scnOf(m)}`)).to.deep.equal(['publish 4', 'publish 5']);
       const { tsNsecs: _t, ...noTs } = cp;
       expect((await read('ok.q', asFilter(noTs))).map(scnOf)).to.deep.equal([4, 5]);
+    });
+  });
+
+  describe('a conflated message on a checkpoint link', function () {
+    it('carries the checkpoint before the oldest event still held back for another key', async function () {
+      tb = await startTestBroker();
+      await send(tb.url, sowQ('cf.q'), [rec('a', 0)]); // SCN 1
+      const c = await connect(tb.url);
+      try {
+        const rcv = await openReceiver(c, { address: 'cf.q', filter: tmFilters({ checkpoint: { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: 1, prevScn: 1, windowOffset: -1 }, options: { conflation: '400ms' } }) });
+        const got: Received[] = [];
+        rcv.on('message', (ctx: any) => { got.push({ message: ctx.message, delivery: ctx.delivery }); ctx.delivery.accept(); });
+        rcv.add_credit(50);
+        await send(tb.url, 'cf.q', [rec('a', 1)]); // SCN 2
+        await waitFor(() => got.length === 1);
+        // right after a flush: the next four are held together until the next one
+        await send(tb.url, 'cf.q', [rec('b', 1), rec('a', 2), rec('c', 1), rec('b', 2)]); // SCN 3-6
+        await waitFor(() => got.length === 4);
+        await sleep(500);
+        expect(got.map((m) => `${keyOf(m)} ${scnOf(m)}`)).to.deep.equal(['a 2', 'a 4', 'c 5', 'b 6']);
+        // b has been held since 3: until it is sent, a resume must start there (a and c come again)
+        expect(got.map((m) => plainCp(m)?.prevScn)).to.deep.equal([2, 2, 2, 6]);
+      } finally { await c.close(); }
     });
   });
 });

@@ -56,6 +56,9 @@ export interface CheckpointPlan {
   bootstrap?: { start?: number; resumeAfterKey?: string; target?: number; position?: number; since?: number };
 }
 
+/** A message held back by conflation: the latest for its key; `held`, the checkpoint before the first event it stands for. */
+interface Conflated { bytes: Buffer; ann: Record<string, unknown>; ev: SowEvent; since: number; held?: Checkpoint }
+
 interface Row { key: string; scn: number; ts: number; bytes: Buffer; /** expiry (ms) of a record with a TTL */ exp?: number; /** an incremental bootstrap's tombstone: sent as a delete */ tomb?: true }
 /** The body of a tombstone: the deleted record's state is not kept. */
 const TOMBSTONE_BYTES = encodeMessage({ body: null });
@@ -107,7 +110,14 @@ export class SowConsumer implements Consumer {
   /** Closes the link with its queue, whatever phase it is in (registered when it opens). */
   #offClose?: () => void;
   /** Conflation: latest pending message per conflation key, flushed once per interval. */
-  readonly #conflated = new Map<string, { bytes: Buffer; ann: Record<string, unknown>; ev: SowEvent }>();
+  readonly #conflated = new Map<string, Conflated>();
+  /**
+   * A checkpoint link with conflation: each held message's key, in the order they began to be
+   * held (entries whose key was sent since are dropped when they reach the front).
+   */
+  readonly #heldSince = new Fifo<{ key: string; since: number }>();
+  /** The checkpoint before the event being handled (conflation on a checkpoint link). */
+  #beforeEvent?: Checkpoint;
   #conflationTimer?: NodeJS.Timeout;
   /** Replace: keys of the replaced link's deliveries seen in the new snapshot. */
   readonly #replaceSeen = new Set<string>();
@@ -260,6 +270,30 @@ export class SowConsumer implements Consumer {
   #snapshotRowCheckpoint(key: string): EncodedValue {
     const cp = this.#plan.checkpoint!;
     return (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(cp.bootstrap!.start!, cp.bootstrap!.since ?? 0, cp.tracker.tsNsecs))(key);
+  }
+
+  /**
+   * The checkpoint of everything passed so far; with conflation, the one before the oldest
+   * event whose message is still held back.
+   */
+  #checkpointNow(): Checkpoint {
+    const held = this.#heldSince;
+    while (held.length && this.#conflated.get(held.at(0)!.key)?.since !== held.at(0)!.since) held.shift();
+    return held.length ? this.#conflated.get(held.at(0)!.key)!.held! : this.#passedCheckpoint();
+  }
+
+  /** The checkpoint of every event passed so far. */
+  #passedCheckpoint(): Checkpoint {
+    const cp = this.#plan.checkpoint!;
+    const t = cp.tracker;
+    const boot = cp.bootstrap;
+    if (boot && boot.target !== undefined && this.#position < boot.target) {
+      return {
+        consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: t.windowScn, prevScn: t.prevScn, windowOffset: t.windowOffset, tsNsecs: t.tsNsecs,
+        bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: this.#position,
+      };
+    }
+    return t.online();
   }
 
   /** The checkpoint after event `ev` was consumed (tracker already advanced). */
@@ -516,8 +550,10 @@ export class SowConsumer implements Consumer {
   /** Keeps only the latest message per conflation key; the interval timer sends them. */
   #conflate(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent): void {
     const k = this.#conflationKey(ev);
+    const before = this.#conflated.get(k);
     this.#conflated.delete(k);
-    this.#conflated.set(k, { bytes, ann, ev });
+    this.#conflated.set(k, { bytes, ann, ev, since: before?.since ?? ev.scn, held: before ? before.held : this.#beforeEvent });
+    if (!before && this.#plan.checkpoint) this.#heldSince.push({ key: k, since: ev.scn });
     if (!this.#conflationTimer) {
       this.#conflationTimer = setInterval(() => this.#flushConflated(), this.#plan.options.conflation);
       this.#conflationTimer.unref?.();
@@ -528,6 +564,8 @@ export class SowConsumer implements Consumer {
     for (const [k, m] of this.#conflated) {
       if (this.#closed || this.#sink.credit() <= 0) return;
       this.#conflated.delete(k);
+      // Its checkpoint passes no event still held for another key (a resume from it would lose it).
+      if (this.#plan.checkpoint) m.ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#checkpointNow());
       const idx = indexSections(m.bytes);
       const out = rewriteMessage(m.bytes, idx, m.ev.exp === undefined ? null : this.#remainingTtl(m.bytes, idx, m.ev.exp), m.ann);
       this.#s.queue.counters.delivered++;
@@ -751,14 +789,15 @@ export class SowConsumer implements Consumer {
           // wait until nothing more was committed, so under load a live event came first.
           if ((this.#plan.completedMarker || this.#plan.checkpoint?.bootstrap) && !this.#completedSent && this.#position >= this.#replayTarget) {
             this.#completedSent = true;
-            this.#marker('completed', this.#position, this.#plan.checkpoint?.tracker.online());
+            this.#marker('completed', this.#position, this.#plan.checkpoint && this.#checkpointNow());
             continue;
           }
           const ev = this.#nextEvent();
           if (ev === 'wait') break;
           if (!ev) break;
-          this.#position = ev.scn;
           const cp = this.#plan.checkpoint;
+          if (cp && this.#plan.options.conflation) this.#beforeEvent = this.#passedCheckpoint();
+          this.#position = ev.scn;
           if (cp) {
             cp.tracker.pass(ev.scn, ev.w, ev.ts);
             if (cp.skip > 0) { cp.skip--; continue; }
