@@ -125,17 +125,18 @@ export function encodeCheckpoint(cp: Checkpoint): EncodedValue {
  * `x-opt-tm-checkpoint` of the records of a bootstrap snapshot from SCN `S`: only
  * snapshot_offset changes from one record to the next, so the rest is encoded once.
  */
-export function snapshotCheckpointEncoder(S: number, since = 0): (lastKey: string) => EncodedValue {
-  const head = encodeStringKeyedPairs(checkpointFields(snapshotCheckpoint(S, undefined, since)));
+export function snapshotCheckpointEncoder(S: number, since = 0, tsNsecs?: bigint): (lastKey: string) => EncodedValue {
+  const head = encodeStringKeyedPairs(checkpointFields(snapshotCheckpoint(S, undefined, since, tsNsecs)));
   return (lastKey) => encodeStringKeyedMap({ snapshot_offset: lastKey }, head);
 }
 
 /**
  * The checkpoint after the snapshot record `lastKey` of a bootstrap from SCN `S` (undefined:
- * none yet); `since` > 0 for an incremental one (the records changed from `since` on).
+ * none yet); `since` > 0 for an incremental one (the records changed from `since` on);
+ * `tsNsecs` the time the snapshot was taken.
  */
-export function snapshotCheckpoint(S: number, lastKey: string | undefined, since = 0): Checkpoint {
-  return { consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: S, prevScn: S, windowOffset: -1, bootstrap_since_scn: since, bootstrap_start_scn: S, snapshot_offset: lastKey };
+export function snapshotCheckpoint(S: number, lastKey: string | undefined, since = 0, tsNsecs?: bigint): Checkpoint {
+  return { consumption_mode: 'BOOTSTRAP_SNAPSHOT', windowScn: S, prevScn: S, windowOffset: -1, tsNsecs, bootstrap_since_scn: since, bootstrap_start_scn: S, snapshot_offset: lastKey };
 }
 
 /** `x-opt-tm-checkpoint` for a message encoded by rhea (markers). */
@@ -166,6 +167,13 @@ export class WindowTracker {
     if (scn >= W) { this.prevScn = W; this.windowOffset = -1; }
     this.#tsMs = ts;
   }
+
+  /**
+   * A bootstrap's state is the queue's as of its snapshot, taken at `ms`: its checkpoints carry
+   * that time until an event gives its own, so they too tell this queue from an earlier one of
+   * the name (checkpointPlan).
+   */
+  snapshotAt(ms: number): void { this.#tsMs = ms; }
 
   get tsNsecs(): bigint | undefined { return this.#tsMs === undefined ? undefined : BigInt(Math.round(this.#tsMs)) * 1_000_000n; }
 

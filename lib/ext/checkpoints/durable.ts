@@ -106,7 +106,9 @@ export class DurableSink implements DeliverySink {
   get presettled() { return this.inner.presettled; }
   credit(): number { return this.inner.credit(); }
   drained(): void { this.inner.drained(); }
-  close(error?: TidemarkError): void { this.inner.close(error); }
+  /** The broker detached the link with an error (the peer's answering detach does not end the subscription). */
+  closedWithError = false;
+  close(error?: TidemarkError): void { if (error) this.closedWithError = true; this.inner.close(error); }
 
   send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {
     if (opts?.position === undefined || this.#held) { this.inner.send(bytes, onOutcome, opts); return; }

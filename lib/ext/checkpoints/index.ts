@@ -14,7 +14,8 @@ import { ListStructure } from '../../core/queue/list-structure.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { SowConsumer, type CheckpointPlan } from '../sow/sow-consumer.js';
-import { commandOf, listAnnotations, COMMAND, BOOKMARK, OPTIONS } from '../sow/index.js';
+import { commandOf, listAnnotations, listMarker, COMMAND, BOOKMARK, OPTIONS } from '../sow/index.js';
+import { isLogBounded, oldestRetained } from '../replay/index.js';
 import { MarkerSink } from '../sow/marker-sink.js';
 import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
 import { DurableSubscriptions, DurableSink, subscriptionKey, type Subscription } from './durable.js';
@@ -34,11 +35,21 @@ export function listSubscriptions(b: BrokerContext) { return durablesByBroker.ge
  * Where a checkpoint resumes (semantics.md 8). `undefined` bootstrap = online from `position`.
  * Falling off the log (or windowScn = 0) bootstraps a SOW queue and is scn-not-found elsewhere.
  */
-export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBootstrap: boolean, deletes?: Pick<SowStructure, 'knowsDeletesAfter' | 'tombstoneFloor' | 'tombstonesSinceMs'>): CheckpointPlan & { position: number } {
+export function checkpointPlan(q: Queue, cp: Checkpoint, oldest: number, canBootstrap: boolean, deletes?: Pick<SowStructure, 'knowsDeletesAfter' | 'tombstoneFloor' | 'tombstonesSinceMs'>, ownQueue = false): CheckpointPlan & { position: number } {
   const tombstoneFloor = deletes?.tombstoneFloor ?? Infinity;
   // The consumer's last event is from this queue's time of remembering deletes (a checkpoint
   // without tsNsecs, or from a queue deleted and re-created since, cannot show it: full).
-  const sameQueue = deletes !== undefined && cp.tsNsecs !== undefined && cp.tsNsecs >= 0n && Number(cp.tsNsecs / 1_000_000n) >= deletes.tombstonesSinceMs;
+  // `ownQueue`: a durable subscription's position, which is this queue's.
+  const sameQueue = deletes !== undefined && (ownQueue || (cp.tsNsecs !== undefined && cp.tsNsecs >= 0n && Number(cp.tsNsecs / 1_000_000n) >= deletes.tombstonesSinceMs));
+  // Its last event (or snapshot) is older than this queue: its SCNs are an earlier queue's of
+  // the name, whatever they say here (SCNs start again at 1). Only a full bootstrap is right.
+  const created = q.def?.created;
+  if (!ownQueue && created !== undefined && cp.tsNsecs !== undefined && cp.tsNsecs >= 0n && cp.tsNsecs < BigInt(Math.floor(created)) * 1_000_000n) {
+    if (!canBootstrap) {
+      throw new TidemarkError(Conditions.scnNotFound, `checkpoint is from before queue ${q.name} was created (tsNsecs ${cp.tsNsecs}, created ${new Date(created).toISOString()}): its positions are another queue's, and a queue without SOW cannot bootstrap`, { info: { 'oldest-scn': oldest, 'requested-scn': Math.max(0, cp.windowScn) } });
+    }
+    return { tracker: new WindowTracker({ prevScn: 0 }), skip: 0, bootstrap: {}, position: 0 };
+  }
   refuseAhead(q, cp);
   const fellOff = (pos: number) => oldest > 0 && pos + 1 < oldest;
   /**
@@ -110,20 +121,23 @@ function refuseAhead(q: Queue, cp: Checkpoint): void {
   }
 }
 
-/** A link with a checkpoint filter: checkpoints on every message from where it resumes. */
-function openCheckpointed(queue: Queue, req: ConsumerRequest, sink: DeliverySink, cp: Checkpoint): Consumer | undefined {
+/**
+ * A link with a checkpoint filter: checkpoints on every message from where it resumes.
+ * `ownQueue`: the checkpoint is a durable subscription's position in this queue.
+ */
+function openCheckpointed(queue: Queue, req: ConsumerRequest, sink: DeliverySink, cp: Checkpoint, ownQueue = false): Consumer | undefined {
   const { command, options } = commandOf(req);
   if (queue.structure instanceof SowStructure) {
     const s = queue.structure;
     // (The rows still there, not logFloor: a checkpoint resumes from any event the log still
     // holds, which spares it a bootstrap; a bookmark's answer is what log.max_count says.)
-    const plan = checkpointPlan(queue, cp, s.oldestLogScn, true, s);
+    const plan = checkpointPlan(queue, cp, s.oldestLogScn, true, s, ownQueue);
     return new SowConsumer(s, req, sink, { command: 'subscribe', options, completedMarker: false, annotate: req.annotate, checkpoint: plan, replayAfter: plan.position });
   }
   // A plain queue: online only (every entry is a window of one). Its sow / sow_and_subscribe
   // answers are the sow extension's (not-found, empty group then live).
   if (!(queue.structure instanceof ListStructure) || command === 'sow' || command === 'sow_and_subscribe') return undefined;
-  const plan = checkpointPlan(queue, cp, queue.structure.stats().oldestScn, false);
+  const plan = checkpointPlan(queue, cp, oldestRetained(queue, queue.structure), false, undefined, ownQueue);
   const tracker = plan.tracker;
   return queue.structure.openConsumer({ ...req, mode: 'copy' }, new MarkerSink(sink), {
     startAfterScn: plan.position,
@@ -153,6 +167,48 @@ function mayManage(b: BrokerContext, user: string, sub: Subscription): boolean {
 function resumesBySnapshot(req: ConsumerRequest): boolean {
   const { command, options } = commandOf(req);
   return command === 'sow_and_subscribe' && (options.oof === true || options.top_n !== undefined);
+}
+
+/** The position a durable subscription is at has fallen off the log that begins at `oldest`. */
+function refuseFallenOff(queue: Queue, req: ConsumerRequest, position: number, oldest: number): void {
+  if (oldest > 0 && position + 1 < oldest) {
+    throw new TidemarkError(Conditions.scnNotFound, `durable subscription ${req.containerId}/${req.linkName} is at SCN ${position}, older than the retained log of ${queue.name} (oldest SCN ${oldest}): the events between are gone; end the subscription (SUBSCRIPTION-DELETE) to start a new one`, { info: { 'oldest-scn': oldest, 'requested-scn': position } });
+  }
+}
+
+/**
+ * A durable subscription resumed after `position`: what its link's filters ask for, as the
+ * first attach had it (checkpoints, `completed` after a bookmark's replay, annotations), from
+ * there. A position the log no longer holds is scn-not-found, or with a checkpoint filter on a
+ * SOW queue a bootstrap, as such a checkpoint gets. (The resume used to be a bare consumer:
+ * no checkpoints, no `completed`, no annotations on a plain queue, and after a restart, or
+ * always on a plain queue, the events after a gap as if none were missing.)
+ */
+function resumeDurable(queue: Queue, req: ConsumerRequest, sink: DeliverySink, position: number): Consumer | undefined {
+  if (req.filters.has(CHECKPOINT)) {
+    const consumer = openCheckpointed(queue, req, sink, { consumption_mode: 'ONLINE_CONSUMPTION', windowScn: position, prevScn: position, windowOffset: -1 }, true);
+    if (consumer) return consumer;
+  }
+  const { bookmark, options } = commandOf(req);
+  // (a bookmark only said where the subscription began; its replay still ends with completed)
+  const completed = bookmark !== undefined;
+  if (queue.structure instanceof SowStructure) {
+    refuseFallenOff(queue, req, position, queue.structure.oldestLogScn);
+    return new SowConsumer(queue.structure, { ...req, filters: new Map(req.filters) }, sink, { command: 'subscribe', options, replayAfter: position, completedMarker: completed, annotate: req.annotate });
+  }
+  if (queue.structure instanceof ListStructure) {
+    const list = queue.structure;
+    // Only log.* makes a plain queue's messages a log that readers fall off; a browser of a ring
+    // or TTL queue reads what is there, as in qpidd.
+    if (isLogBounded(list)) refuseFallenOff(queue, req, position, oldestRetained(queue, list));
+    const markers = new MarkerSink(sink);
+    return list.openConsumer({ ...req, mode: 'copy' }, markers, {
+      startAfterScn: position,
+      annotate: req.annotate ? listAnnotations : undefined,
+      onCaughtUp: completed ? () => listMarker(markers, 'completed', queue.committedScn) : undefined,
+    });
+  }
+  return undefined;
 }
 
 /** A durable subscription's filters as one text, bookmark and checkpoint left out (they only say where it starts). */
@@ -211,12 +267,10 @@ export function checkpointsExtension(): Extension {
     const fresh = !sub;
     if (!sub) sub = { queue: queue.name, position: null, created: queue.ctx.clock.now(), user: req.user, queueCreated: queue.def.created, filters };
     const dsink = new DurableSink(sink, durables, key, sub);
-    let inner: Consumer;
-    if (sub.position !== null && queue.structure instanceof SowStructure && !resumesBySnapshot(req)) {
-      inner = new SowConsumer(queue.structure, { ...req, filters: new Map(req.filters) }, dsink, { command: 'subscribe', options: commandOf(req).options, replayAfter: sub.position, completedMarker: false, annotate: req.annotate });
-    } else if (sub.position !== null && queue.structure instanceof ListStructure) {
-      inner = queue.structure.openConsumer({ ...req, mode: 'copy' }, dsink, { startAfterScn: sub.position });
-    } else inner = open(queue, req, dsink, next);
+    // A `sow` is answered again (a query has no position to resume), and a sow_and_subscribe
+    // with oof or a page gets a new snapshot (above).
+    const resumes = sub.position !== null && commandOf(req).command !== 'sow' && !resumesBySnapshot(req);
+    const inner = (resumes && resumeDurable(queue, req, dsink, sub.position!)) || open(queue, req, dsink, next);
     if (fresh) durables.save(key, sub);
     // the new link is open: the old one, if any, goes
     attached.get(id)?.(new TidemarkError(Conditions.linkStolen, `durable subscription ${req.containerId}/${req.linkName} on queue ${queue.name} was attached again (connection ${req.connectionId}); this link is detached`));
@@ -235,7 +289,9 @@ export function checkpointsExtension(): Extension {
         if (stolen) return; // the subscription is the new link's now, whatever this detach says
         if (attached.get(id) === steal) attached.delete(id);
         inner.close(o);
-        if (o?.linkClosed) durables.delete(key);
+        // A client's detach with closed=true ends it; one answering the broker's detach with an
+        // error (scn-not-found) does not: the subscription stays where it was, to be told again.
+        if (o?.linkClosed && !dsink.closedWithError) durables.delete(key);
       },
     };
   }

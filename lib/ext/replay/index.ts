@@ -41,6 +41,28 @@ export function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options
   return resolvedScn;
 }
 
+/** Plain queues whose messages log.max_count / log.retention bound. */
+const boundedLists = new WeakSet<ListStructure>();
+
+/** Whether a plain queue's messages are its log bounded by log.* (readers of a position before them have fallen off, decisions.md). */
+export function isLogBounded(list: ListStructure): boolean { return boundedLists.has(list); }
+
+/**
+ * The oldest SCN a plain queue still holds (where its log begins); past the head when it holds
+ * none of what was committed, so that every older position has fallen off (an empty queue
+ * said 0, "nothing trimmed", and such a reader waited for live messages: a silent gap).
+ */
+export function oldestRetained(queue: Queue, list: ListStructure): number {
+  return list.stats().oldestScn || (queue.committedScn > 0 ? queue.committedScn + 1 : 0);
+}
+
+/** The SCN of the last message at or before `ms` a plain queue still holds (0: none). */
+function lastAtOrBefore(list: ListStructure, ms: number): number {
+  let scn = 0;
+  for (const e of list.list.live()) { if (e.ts > ms) break; scn = e.scn; }
+  return scn;
+}
+
 export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extension {
   let timer: NodeJS.Timeout | undefined;
   let listTimer: NodeJS.Timeout | undefined;
@@ -53,6 +75,7 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
    * duration. A reader whose position is older has fallen off (scn-not-found, wire.md 6).
    */
   function boundList(list: ListStructure, retention: number | undefined, maxCount: number | undefined): void {
+    if (maxCount !== undefined || retention !== undefined) boundedLists.add(list);
     if (maxCount !== undefined) {
       list.admission.push({
         admit(l) {
@@ -75,12 +98,11 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
   function openOnList(queue: Queue, list: ListStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }) {
     refuseBookmarkAhead(queue, c.bookmark);
     const markers = new MarkerSink(sink);
-    let start: number;
     const bm = c.bookmark;
-    if (bm.kind === 'time') {
-      start = 0;
-      for (const e of list.list.live()) { if (e.ts > bm.ms) break; start = e.scn; }
-    } else start = replayStart(queue, bm, bm.kind === 'scn' ? bm.scn : 0, c.options, list.stats().oldestScn) ?? queue.committedScn;
+    // A time resolves to the last message at or before it; none held (0), with older ones gone,
+    // is older than the retained log, and bookmark_not_found decides (it used to replay them all).
+    const resolved = bm.kind === 'time' ? lastAtOrBefore(list, bm.ms) : bm.kind === 'scn' ? bm.scn : 0;
+    const start = replayStart(queue, bm, resolved, c.options, oldestRetained(queue, list)) ?? queue.committedScn;
     return list.openConsumer({ ...req, mode: 'copy' }, markers, {
       startAfterScn: start, annotate: listAnnotations, onCaughtUp: () => listMarker(markers, 'completed', queue.committedScn),
     });

@@ -56,6 +56,9 @@ export interface CheckpointPlan {
   bootstrap?: { start?: number; resumeAfterKey?: string; target?: number; position?: number; since?: number };
 }
 
+/** A message held back by conflation: the latest for its key; `held`, the checkpoint before the first event it stands for. */
+interface Conflated { bytes: Buffer; ann: Record<string, unknown>; ev: SowEvent; since: number; held?: Checkpoint }
+
 interface Row { key: string; scn: number; ts: number; bytes: Buffer; /** expiry (ms) of a record with a TTL */ exp?: number; /** an incremental bootstrap's tombstone: sent as a delete */ tomb?: true }
 /** The body of a tombstone: the deleted record's state is not kept. */
 const TOMBSTONE_BYTES = encodeMessage({ body: null });
@@ -107,7 +110,14 @@ export class SowConsumer implements Consumer {
   /** Closes the link with its queue, whatever phase it is in (registered when it opens). */
   #offClose?: () => void;
   /** Conflation: latest pending message per conflation key, flushed once per interval. */
-  readonly #conflated = new Map<string, { bytes: Buffer; ann: Record<string, unknown>; ev: SowEvent }>();
+  readonly #conflated = new Map<string, Conflated>();
+  /**
+   * A checkpoint link with conflation: each held message's key, in the order they began to be
+   * held (entries whose key was sent since are dropped when they reach the front).
+   */
+  readonly #heldSince = new Fifo<{ key: string; since: number }>();
+  /** The checkpoint before the event being handled (conflation on a checkpoint link). */
+  #beforeEvent?: Checkpoint;
   #conflationTimer?: NodeJS.Timeout;
   /** Replace: keys of the replaced link's deliveries seen in the new snapshot. */
   readonly #replaceSeen = new Set<string>();
@@ -210,12 +220,14 @@ export class SowConsumer implements Consumer {
     q.ctx.committer.atQuiescentPoint(() => {
       if (this.#closed) return;
       const S = q.committedScn;
+      this.#snapAt = q.ctx.clock.now();
+      const t = this.#plan.checkpoint!.tracker;
       if (boot.start === undefined) {
         boot.start = S;
         // A fresh bootstrap: the consumer's position is the snapshot's SCN once caught up.
-        const t = this.#plan.checkpoint!.tracker;
         t.prevScn = t.windowScn = S; t.windowOffset = -1;
       }
+      t.snapshotAt(this.#snapAt);
       // Incremental (semantics.md 8): tombstones for the keys deleted in [since, start], merged
       // into the records in key order. Gone meanwhile (a restart, the cap): a full one instead.
       this.#tombs = undefined;
@@ -229,7 +241,6 @@ export class SowConsumer implements Consumer {
       this.#marker('group_begin', undefined, this.#snapshotCheckpoint(boot.resumeAfterKey));
       this.#position = boot.start;
       this.#groupEndScn = S;
-      this.#snapAt = q.ctx.clock.now();
       this.#snapshot = new CurrentSnapshot(this.#s, q.ctx.store, S, boot.resumeAfterKey);
       this.#phase = 'snapshot';
       this.pump();
@@ -237,8 +248,8 @@ export class SowConsumer implements Consumer {
   }
 
   #snapshotCheckpoint(lastKey: string | undefined): Checkpoint {
-    const boot = this.#plan.checkpoint!.bootstrap!;
-    return snapshotCheckpoint(boot.start!, lastKey, boot.since ?? 0);
+    const cp = this.#plan.checkpoint!;
+    return snapshotCheckpoint(cp.bootstrap!.start!, lastKey, cp.bootstrap!.since ?? 0, cp.tracker.tsNsecs);
   }
   /** An incremental bootstrap's tombstones still to merge into the snapshot, in key order. */
   #tombs?: Fifo<{ key: string; scn: number; b: Buffer }>;
@@ -257,8 +268,32 @@ export class SowConsumer implements Consumer {
   #snapshotCheckpointBytes?: (lastKey: string) => EncodedValue;
   /** The checkpoint after the bootstrap snapshot's row `key` (a record or a tombstone). */
   #snapshotRowCheckpoint(key: string): EncodedValue {
-    const boot = this.#plan.checkpoint!.bootstrap!;
-    return (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(boot.start!, boot.since ?? 0))(key);
+    const cp = this.#plan.checkpoint!;
+    return (this.#snapshotCheckpointBytes ??= snapshotCheckpointEncoder(cp.bootstrap!.start!, cp.bootstrap!.since ?? 0, cp.tracker.tsNsecs))(key);
+  }
+
+  /**
+   * The checkpoint of everything passed so far; with conflation, the one before the oldest
+   * event whose message is still held back.
+   */
+  #checkpointNow(): Checkpoint {
+    const held = this.#heldSince;
+    while (held.length && this.#conflated.get(held.at(0)!.key)?.since !== held.at(0)!.since) held.shift();
+    return held.length ? this.#conflated.get(held.at(0)!.key)!.held! : this.#passedCheckpoint();
+  }
+
+  /** The checkpoint of every event passed so far. */
+  #passedCheckpoint(): Checkpoint {
+    const cp = this.#plan.checkpoint!;
+    const t = cp.tracker;
+    const boot = cp.bootstrap;
+    if (boot && boot.target !== undefined && this.#position < boot.target) {
+      return {
+        consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: t.windowScn, prevScn: t.prevScn, windowOffset: t.windowOffset, tsNsecs: t.tsNsecs,
+        bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: this.#position,
+      };
+    }
+    return t.online();
   }
 
   /** The checkpoint after event `ev` was consumed (tracker already advanced). */
@@ -515,8 +550,10 @@ export class SowConsumer implements Consumer {
   /** Keeps only the latest message per conflation key; the interval timer sends them. */
   #conflate(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent): void {
     const k = this.#conflationKey(ev);
+    const before = this.#conflated.get(k);
     this.#conflated.delete(k);
-    this.#conflated.set(k, { bytes, ann, ev });
+    this.#conflated.set(k, { bytes, ann, ev, since: before?.since ?? ev.scn, held: before ? before.held : this.#beforeEvent });
+    if (!before && this.#plan.checkpoint) this.#heldSince.push({ key: k, since: ev.scn });
     if (!this.#conflationTimer) {
       this.#conflationTimer = setInterval(() => this.#flushConflated(), this.#plan.options.conflation);
       this.#conflationTimer.unref?.();
@@ -527,6 +564,8 @@ export class SowConsumer implements Consumer {
     for (const [k, m] of this.#conflated) {
       if (this.#closed || this.#sink.credit() <= 0) return;
       this.#conflated.delete(k);
+      // Its checkpoint passes no event still held for another key (a resume from it would lose it).
+      if (this.#plan.checkpoint) m.ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#checkpointNow());
       const idx = indexSections(m.bytes);
       const out = rewriteMessage(m.bytes, idx, m.ev.exp === undefined ? null : this.#remainingTtl(m.bytes, idx, m.ev.exp), m.ann);
       this.#s.queue.counters.delivered++;
@@ -601,11 +640,18 @@ export class SowConsumer implements Consumer {
       let rows: Array<[Buffer, Buffer]>;
       try { rows = await cursor.next(LOG_CHUNK); } finally { await cursor.close(); }
       if (generation !== this.#logGeneration) return;
-      for (const [k, v] of rows) {
-        const { meta, message } = decodeEvent(v);
-        this.#logRows.push(eventFromLog(readScn(k, 5), meta, message, false));
+      // The trim publishes its floor before it deletes: rows read from below the floor that do
+      // not begin at after + 1 begin past deleted ones. They are not taken; once what this link
+      // holds is sent, #nextEvent finds it has fallen off (a read-ahead went on past the gap).
+      const floor = this.#s.oldestLogScn;
+      const pastGap = after + 1 < floor && (rows.length === 0 || readScn(rows[0][0], 5) !== after + 1);
+      if (!pastGap) {
+        for (const [k, v] of rows) {
+          const { meta, message } = decodeEvent(v);
+          this.#logRows.push(eventFromLog(readScn(k, 5), meta, message, false));
+        }
+        if (!rows.length && this.#logRows.length === 0) this.#position = Math.max(this.#position, q.committedScn);
       }
-      if (!rows.length && this.#logRows.length === 0) this.#position = Math.max(this.#position, q.committedScn);
     } finally { this.#fetching = false; }
     this.pump();
   }
@@ -726,7 +772,10 @@ export class SowConsumer implements Consumer {
             // CATCHUP target: the head when the snapshot ends.
             boot.target = this.#s.queue.committedScn;
             this.#replayTarget = boot.target;
-            this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start });
+            // A durable subscription moves to the catch-up's start: resumed there, the catch-up
+            // brings whatever the snapshot's records miss (its position stayed before the bootstrap).
+            const tsNsecs = this.#plan.checkpoint!.tracker.tsNsecs;
+            this.#marker('group_end', this.#groupEndScn, { consumption_mode: 'BOOTSTRAP_CATCHUP', windowScn: boot.start!, prevScn: boot.start!, windowOffset: -1, tsNsecs, bootstrap_since_scn: boot.since ?? 0, bootstrap_start_scn: boot.start, bootstrap_target_scn: boot.target, catchup_offset: boot.start }, boot.start);
           } else {
             this.#marker('group_end', this.#groupEndScn, undefined, this.#groupEndScn);
             this.#replaceAfterSnapshot();
@@ -740,14 +789,15 @@ export class SowConsumer implements Consumer {
           // wait until nothing more was committed, so under load a live event came first.
           if ((this.#plan.completedMarker || this.#plan.checkpoint?.bootstrap) && !this.#completedSent && this.#position >= this.#replayTarget) {
             this.#completedSent = true;
-            this.#marker('completed', this.#position, this.#plan.checkpoint?.tracker.online());
+            this.#marker('completed', this.#position, this.#plan.checkpoint && this.#checkpointNow());
             continue;
           }
           const ev = this.#nextEvent();
           if (ev === 'wait') break;
           if (!ev) break;
-          this.#position = ev.scn;
           const cp = this.#plan.checkpoint;
+          if (cp && this.#plan.options.conflation) this.#beforeEvent = this.#passedCheckpoint();
+          this.#position = ev.scn;
           if (cp) {
             cp.tracker.pass(ev.scn, ev.w, ev.ts);
             if (cp.skip > 0) { cp.skip--; continue; }

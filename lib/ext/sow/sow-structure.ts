@@ -572,7 +572,10 @@ export class SowStructure implements QueueStructure {
       this.ring.push(eventFromLog(scn, meta, message));
       max = Math.max(max, scn);
     }
-    if (last.length === RING_CAPACITY && this.ring.length) this.ringFloor = this.ring[0].scn - 1;
+    // The ring holds every row from its first: below it, a reader goes to the log. A trimmed log
+    // (a bounded one may have been) starts there too, so a position older than the oldest row has
+    // fallen off (it used to be read from the ring, from the first event left: a silent gap).
+    if (this.ring.length && (last.length === RING_CAPACITY || this.logBounded)) this.ringFloor = this.ring[0].scn - 1;
     this.logCount = await countRange(store, lp);
     // With granularity, per key: the newest superseded version kept (lastKeptTs) and, for a
     // deleted key, its tombstone. Applied once the records are known.
@@ -617,6 +620,8 @@ export class SowStructure implements QueueStructure {
     if (recordsInHist) max = Math.max(max, await this.#recordsFromHist());
     const head = await store.get(queuePrefix(CoreTables.head, q.id));
     if (head) max = Math.max(max, readScn(head, 0) - 1);
+    // A bounded log trimmed whole (log.retention) starts after the head, as the trim left it.
+    if (!first.length && this.logBounded && max > 0) { this.oldestLogScn = max + 1; this.ringFloor = max; }
     if (!recordsInHist && this.hasHistory) await this.#moveRecordsToHist(max, tombs);
     for (const [key, t] of keptTs) { const r = this.records.get(key); if (r) r.lastKeptTs = t; }
     for (const [key, t] of tombs) if (!this.records.has(key)) this.#tombs.set(key, t);
@@ -945,6 +950,13 @@ export class SowStructure implements QueueStructure {
         }
       }
       if (cutoff > this.oldestLogScn && this.oldestLogScn > 0) {
+        // The new floor is published before a row goes: a reader that attaches or reads the log
+        // meanwhile has fallen off (it used to read on from the first row left, a silent gap).
+        this.logCount = Math.max(0, this.logCount - (cutoff - this.oldestLogScn));
+        this.oldestLogScn = cutoff;
+        const i = this.ring.findIndex((e) => e.scn >= cutoff);
+        this.#trimRing(i === -1 ? this.ring.length : i);
+        this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
         // Old rows are immutable, so they can go outside the commit order: two range deletes.
         const last = await store.get(scnKey(CoreTables.log, q.id, cutoff));
         const cutTs = last ? decodeEvent(last).meta.ts : now;
@@ -963,11 +975,6 @@ export class SowStructure implements QueueStructure {
         if (indexEnd) await store.clearRange(queuePrefix(TIME, q.id), indexEnd);
         // The oldest retained event gets an index row of its own (its bucket's row may be gone).
         if (last) await store.batch([{ type: 'put', key: timeKey(q.id, cutTs, cutoff), value: EMPTY }], false);
-        this.logCount = Math.max(0, this.logCount - (cutoff - this.oldestLogScn));
-        this.oldestLogScn = cutoff;
-        const i = this.ring.findIndex((e) => e.scn >= cutoff);
-        this.#trimRing(i === -1 ? this.ring.length : i);
-        this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
       }
     }
   }
