@@ -78,4 +78,18 @@ describe('session 22 review: filters and addresses on a broker', function () {
     });
   });
 
+  describe('2. legacy subject bindings', () => {
+    it('a receiver of q/red (direct binding) gets the message whose subject is red, whatever its application property `subject` says', async () => {
+      const url = b.get().url;
+      const c = await connect(url);
+      try {
+        const rcv = await openReceiver(c, { address: 'fa.subj', filter: { 'subject-filter': described(0x0000468c00000000n, 'red') } });
+        await send(url, 'fa.subj', [
+          { subject: 'red', application_properties: { subject: 'blue' }, body: 'is-red' },
+          { subject: 'blue', application_properties: { subject: 'red' }, body: 'is-blue' },
+        ]);
+        expect(bodies(await collect(rcv, { idleMs: 800 }))).to.deep.equal(['is-red']);
+      } finally { await c.close(); }
+    });
+  });
 });

@@ -9,6 +9,8 @@ import { lookupJsonPath } from '../../filter/json-path.js';
 export interface FilterEnv {
   bodyPath(path: readonly (string | number)[]): unknown;
   property(name: string): unknown;
+  /** The message's `properties.subject` (legacy subject bindings: never an application property). */
+  subject(): unknown;
 }
 
 /**
@@ -74,5 +76,9 @@ export class MessageEnv implements FilterEnv {
     if (ap && Object.prototype.hasOwnProperty.call(ap, name)) return ap[name];
     const f = HEADER_FIELDS[name];
     return f === undefined ? undefined : f(this.message);
+  }
+
+  subject(): unknown {
+    return this.message.subject;
   }
 }

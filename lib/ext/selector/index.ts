@@ -34,11 +34,12 @@ export function selectorExtension(): Extension {
     },
     {
       symbol: DIRECT_BINDING, code: 0x0000468c00000000n,
-      parse(v) { const f = compileSubjectFilter(text('direct binding', v), 'direct'); return { predicate: (env) => f.matches(env.property('subject') as string | undefined) }; },
+      // The message's subject (wire.md 4), not an application property that happens to be called `subject`.
+      parse(v) { const f = compileSubjectFilter(text('direct binding', v), 'direct'); return { predicate: (env) => f.matches(env.subject() as string | undefined) }; },
     },
     {
       symbol: TOPIC_BINDING, code: 0x0000468c00000001n,
-      parse(v) { const f = compileSubjectFilter(text('topic binding', v), 'topic'); return { predicate: (env) => f.matches(env.property('subject') as string | undefined) }; },
+      parse(v) { const f = compileSubjectFilter(text('topic binding', v), 'topic'); return { predicate: (env) => f.matches(env.subject() as string | undefined) }; },
     },
     {
       symbol: CONTENT_FILTER,

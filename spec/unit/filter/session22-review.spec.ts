@@ -44,4 +44,20 @@ describe('session 22 review: filters and addresses', () => {
     });
   });
 
+  describe('2. legacy subject bindings read properties.subject', () => {
+    it('direct binding: an application property called subject does not count', () => {
+      const p = filterSpec(DIRECT_BINDING).parse('red', {} as any).predicate!;
+      expect(p(new MessageEnv({ subject: 'red', application_properties: { subject: 'blue' } })), 'subject red').to.equal(true);
+      expect(p(new MessageEnv({ subject: 'blue', application_properties: { subject: 'red' } })), 'subject blue').to.equal(false);
+      expect(p(new MessageEnv({ application_properties: { subject: 'red' } })), 'no subject').to.equal(false);
+    });
+    it('topic binding: likewise', () => {
+      const p = filterSpec(TOPIC_BINDING).parse('us.*', {} as any).predicate!;
+      expect(p(new MessageEnv({ subject: 'us.east', application_properties: { subject: 'eu' } })), 'subject us.east').to.equal(true);
+      expect(p(new MessageEnv({ subject: 'eu', application_properties: { subject: 'us.east' } })), 'subject eu').to.equal(false);
+    });
+    it('a selector still reads an application property called subject first (filters.md: application properties, then fields)', () => {
+      expect(selector("subject = 'blue'").evaluate(new MessageEnv({ subject: 'red', application_properties: { subject: 'blue' } }))).to.equal(true);
+    });
+  });
 });
