@@ -92,4 +92,20 @@ describe('session 22 review: filters and addresses on a broker', function () {
       } finally { await c.close(); }
     });
   });
+
+  describe('3. 64-bit integer application properties', () => {
+    it('a selector on a long ns timestamp matches, on messages received while it is attached and on messages queued before', async () => {
+      const url = b.get().url;
+      const q = 'fa.long';
+      await send(url, q, [{ application_properties: { ts: long(NS) }, body: 'queued-ns' }, { application_properties: { ts: long(NS - 1n) }, body: 'queued-before' }]);
+      const c = await connect(url);
+      try {
+        const rcv = await openReceiver(c, { address: q, filter: { s: described(SELECTOR, `ts >= ${NS}`) } });
+        const pending = collect(rcv, { idleMs: 1000 });
+        await sleep(100);
+        await send(url, q, [{ application_properties: { ts: long(NS + 1n) }, body: 'live-ns' }, { application_properties: { ts: 5 }, body: 'small' }]);
+        expect(bodies(await pending)).to.deep.equal(['queued-ns', 'live-ns']);
+      } finally { await c.close(); }
+    });
+  });
 });

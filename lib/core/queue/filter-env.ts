@@ -4,6 +4,8 @@
  * on the message view, whatever the number of subscribers.
  */
 import { jsonBody } from '../../codec/json-body.js';
+import { readApplicationProperties } from '../../codec/app-properties.js';
+import { sourceBytes } from '../../codec/message-bytes.js';
 import { lookupJsonPath } from '../../filter/json-path.js';
 
 export interface FilterEnv {
@@ -47,6 +49,16 @@ const HEADER_FIELDS: Readonly<Record<string, ((m: any) => unknown) | undefined>>
   JMSRedelivered: (m: any) => (m.delivery_count ?? 0) > 0,
 }, null);
 
+/**
+ * Whether rhea's value of an application property may not be what was sent: rhea reads a
+ * long/ulong past 2^53 rounded, and past 2^53 + 2^32 as its 8 bytes (types.js read_long).
+ * A double that large, or a binary of 8 bytes, is checked too (and comes back as it was).
+ */
+function mayBeInexactLong(v: unknown): boolean {
+  return typeof v === 'number' ? v >= 9007199254740992 || v <= -9007199254740992
+    : typeof v === 'object' && v !== null && v instanceof Uint8Array && v.length === 8;
+}
+
 const NOT_JSON = Symbol('not-json');
 
 /** A FilterEnv over a rhea-decoded message; reuse one per message. */
@@ -54,6 +66,8 @@ export class MessageEnv implements FilterEnv {
   readonly message: any;
   #json: unknown = undefined;
   #parsed = false;
+  /** Application properties read from the bytes with their types, once, when needed. */
+  #exact: Map<string, unknown> | null | undefined = undefined;
   constructor(message: any) { this.message = message; }
 
   /** The body as JSON, or undefined when it is not JSON. Parsed once. */
@@ -73,12 +87,26 @@ export class MessageEnv implements FilterEnv {
 
   property(name: string): unknown {
     const ap = this.message.application_properties;
-    if (ap && Object.prototype.hasOwnProperty.call(ap, name)) return ap[name];
+    if (ap && Object.prototype.hasOwnProperty.call(ap, name)) {
+      const v = ap[name];
+      return mayBeInexactLong(v) ? this.#exactProperty(name, v) : v;
+    }
     const f = HEADER_FIELDS[name];
-    return f === undefined ? undefined : f(this.message);
+    if (f !== undefined) return f(this.message);
+    // rhea's decode drops an application property called __proto__ (it sets the prototype).
+    return name === '__proto__' ? this.#exactProperty(name, undefined) : undefined;
   }
 
   subject(): unknown {
     return this.message.subject;
+  }
+
+  /** The property as the bytes hold it (exact longs), or `fallback` when the bytes are not at hand. */
+  #exactProperty(name: string, fallback: unknown): unknown {
+    if (this.#exact === undefined) {
+      const bytes = sourceBytes(this.message);
+      this.#exact = bytes ? readApplicationProperties(bytes) : null;
+    }
+    return this.#exact !== null && this.#exact.has(name) ? this.#exact.get(name) : fallback;
   }
 }

@@ -7,6 +7,7 @@ import rhea from 'rhea';
 import { compileFilter, FilterSyntaxError, lookupJsonPath } from '../../../lib/filter/index.js';
 import { MessageEnv } from '../../../lib/core/queue/filter-env.js';
 import { decodeMessage } from '../../../lib/codec/message-bytes.js';
+import { readApplicationProperties } from '../../../lib/codec/app-properties.js';
 import { selectorExtension, DIRECT_BINDING, TOPIC_BINDING } from '../../../lib/ext/selector/index.js';
 import { TidemarkError } from '../../../lib/core/errors.js';
 import { parseAddress, addressToLinkOptions } from '../../../lib/address/index.js';
@@ -58,6 +59,56 @@ describe('session 22 review: filters and addresses', () => {
     });
     it('a selector still reads an application property called subject first (filters.md: application properties, then fields)', () => {
       expect(selector("subject = 'blue'").evaluate(new MessageEnv({ subject: 'red', application_properties: { subject: 'blue' } }))).to.equal(true);
+    });
+  });
+
+  describe('3. what rhea\'s decode loses of application properties: 64-bit integers, a key __proto__', () => {
+    it('a long nanosecond timestamp (past 2^53 + 2^32: rhea gives its 8 bytes) compares as a number, exactly', () => {
+      const env = envOf({ application_properties: { ts: long(NS) }, body: 'x' });
+      expect(selector('ts > 0').evaluate(env)).to.equal(true);
+      expect(selector(`ts = ${NS}`).evaluate(env)).to.equal(true);
+      expect(selector(`ts = ${NS + 1n}`).evaluate(env)).to.equal(false);
+      expect(env.property('ts')).to.equal(NS);
+    });
+    it('a ulong id compares exactly', () => {
+      const env = envOf({ application_properties: { id: ulong(18446744073709551615n) }, body: 'x' });
+      expect(selector('id = 18446744073709551615').evaluate(env)).to.equal(true);
+      expect(selector('id > 18446744073709551614').evaluate(env)).to.equal(true);
+    });
+    it('a long just past 2^53 (rhea rounds it) is not rounded', () => {
+      const env = envOf({ application_properties: { id: long(9007199254740993n) }, body: 'x' });
+      expect(selector('id = 9007199254740993').evaluate(env)).to.equal(true);
+      expect(selector('id = 9007199254740992').evaluate(env)).to.equal(false);
+    });
+    it('a negative long past -2^53 is exact', () => {
+      const env = envOf({ application_properties: { n: long(-NS) }, body: 'x' });
+      expect(selector(`n = -${NS}`).evaluate(env)).to.equal(true);
+      expect(selector('n < 0').evaluate(env)).to.equal(true);
+    });
+    it('a safe long stays a number; an 8-byte binary stays bytes; a large double stays a double', () => {
+      const bin = Buffer.from('0102030405060708', 'hex');
+      const env = envOf({ application_properties: { small: long(42n), bin, dbl: t.wrap_double(1e20), ul: ulong(7n) }, body: 'x' });
+      expect(env.property('small')).to.equal(42);
+      expect(env.property('ul')).to.equal(7);
+      expect(Buffer.isBuffer(env.property('bin'))).to.equal(true);
+      expect((env.property('bin') as Buffer).equals(bin)).to.equal(true);
+      expect(env.property('dbl')).to.equal(1e20);
+      expect(selector('bin > 0').evaluate(env), 'bytes do not compare with numbers').to.equal(null);
+    });
+    it('readApplicationProperties: every entry, longs exact; none without the section; null for bytes it cannot read', () => {
+      const m = readApplicationProperties(encode({ subject: 's', application_properties: { a: 'x', ts: long(NS) }, body: 'b' }))!;
+      expect([...m.entries()]).to.deep.equal([['a', 'x'], ['ts', NS]]);
+      expect(readApplicationProperties(encode({ subject: 's', body: 'b' }))!.size).to.equal(0);
+      expect(readApplicationProperties(Buffer.from([0x00, 0x53, 0x74, 0xd1, 0xff]))).to.equal(null);
+    });
+    it('an application property called __proto__ is read (rhea drops it from the decoded map)', () => {
+      const e = envOf({ application_properties: { ['__proto__']: 'p', a: 1 }, body: 'b' });
+      expect(selector("__proto__ = 'p' AND a = 1").evaluate(e)).to.equal(true);
+      expect(selector('__proto__ IS NULL').evaluate(envOf({ application_properties: { a: 1 }, body: 'b' }))).to.equal(true);
+    });
+    it('a view without its bytes (built by hand) keeps rhea\'s value', () => {
+      const buf = Buffer.alloc(8); buf.writeBigInt64BE(NS);
+      expect(new MessageEnv({ application_properties: { ts: buf } }).property('ts')).to.equal(buf);
     });
   });
 });
