@@ -108,4 +108,17 @@ describe('session 22 review: filters and addresses on a broker', function () {
       } finally { await c.close(); }
     });
   });
+
+  describe('4. an over-long topic binding', () => {
+    it('the attach is refused with amqp:invalid-field', async () => {
+      const c = await connect(b.get().url);
+      try {
+        let err: any;
+        try { await openReceiver(c, { address: 'fa.topic', filter: { t: described(0x0000468c00000001n, 'a.'.repeat(33000) + '#') } }); } catch (e) { err = e; }
+        expect(err, 'attach refused').to.not.equal(undefined);
+        expect(err.condition).to.equal('amqp:invalid-field');
+        expect(err.message).to.match(/topic binding: .*subject pattern too long/);
+      } finally { await c.close(); }
+    });
+  });
 });

@@ -111,4 +111,14 @@ describe('session 22 review: filters and addresses', () => {
       expect(new MessageEnv({ application_properties: { ts: buf } }).property('ts')).to.equal(buf);
     });
   });
+
+  describe('4. an over-long topic binding', () => {
+    it('is refused with amqp:invalid-field, as other unparseable filters are', () => {
+      let err: any;
+      try { filterSpec(TOPIC_BINDING).parse('a.'.repeat(33000) + '#', {} as any); } catch (e) { err = e; }
+      expect(err).to.be.instanceOf(TidemarkError);
+      expect(err.condition).to.equal('amqp:invalid-field');
+      expect(err.message).to.match(/^topic binding: .*subject pattern too long/);
+    });
+  });
 });
