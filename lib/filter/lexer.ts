@@ -20,16 +20,27 @@ export type Token =
   | { readonly type: 'punct'; readonly pos: number; readonly end: number; readonly char: '(' | ')' | ',' }
   | { readonly type: 'eof'; readonly pos: number; readonly end: number };
 
-const ASCII_IDENT_START = /[A-Za-z_$]/;
-const ASCII_IDENT_PART = /[A-Za-z0-9_$]/;
-const UNICODE_LETTER = /\p{L}/u;
-const UNICODE_PART = /[\p{L}\p{N}]/u;
+const UNICODE_LETTER_AT = /\p{L}/uy;
+const UNICODE_PART_AT = /[\p{L}\p{N}]/uy;
 
-function isIdentStart(ch: string): boolean {
-  return ch !== '' && (ASCII_IDENT_START.test(ch) || (ch.charCodeAt(0) > 127 && UNICODE_LETTER.test(ch)));
+/** Code units the character at text[i] takes when it matches `re` (two for one outside the BMP), else 0. */
+function unicodeWidth(re: RegExp, text: string, i: number): number {
+  re.lastIndex = i;
+  return re.test(text) ? re.lastIndex - i : 0;
 }
-function isIdentPart(ch: string): boolean {
-  return ch !== '' && (ASCII_IDENT_PART.test(ch) || (ch.charCodeAt(0) > 127 && UNICODE_PART.test(ch)));
+/** Width of an identifier's first character at text[i] (letter, `_`, `$`; any Unicode letter, read by code point), or 0. */
+function identStartWidth(text: string, i: number): number {
+  if (i >= text.length) return 0;
+  const c = text.charCodeAt(i);
+  if (c < 128) return (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 36 ? 1 : 0;
+  return unicodeWidth(UNICODE_LETTER_AT, text, i);
+}
+/** Width of a later identifier character at text[i] (also digits, any Unicode number), or 0. */
+function identPartWidth(text: string, i: number): number {
+  if (i >= text.length) return 0;
+  const c = text.charCodeAt(i);
+  if (c < 128) return (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 95 || c === 36 ? 1 : 0;
+  return unicodeWidth(UNICODE_PART_AT, text, i);
 }
 function isDigit(ch: string): boolean {
   return ch >= '0' && ch <= '9' && ch.length === 1;
@@ -103,14 +114,15 @@ export function tokenize(text: string): Token[] {
       for (;;) {
         i++; // the '/'
         const c = text[i] ?? '';
+        const w = identStartWidth(text, i);
         if (c === '"' || c === "'") {
           const [value, end] = readQuoted(i);
           if (value === '') fail('a path segment', i);
           segments.push(value);
           i = end;
-        } else if (isIdentStart(c)) {
-          let j = i + 1;
-          while (j < n && isIdentPart(text[j]!)) j++;
+        } else if (w > 0) {
+          let j = i + w;
+          for (let k = identPartWidth(text, j); k > 0; k = identPartWidth(text, j)) j += k;
           segments.push(text.slice(i, j));
           i = j;
         } else {
@@ -125,7 +137,7 @@ export function tokenize(text: string): Token[] {
           i = j + 1;
         }
         const next = text[i + 1] ?? '';
-        if (text[i] === '/' && (isIdentStart(next) || next === '"' || next === "'")) continue;
+        if (text[i] === '/' && (identStartWidth(text, i + 1) > 0 || next === '"' || next === "'")) continue;
         break;
       }
       tokens.push({ type: 'path', pos: start, end: i, segments });
@@ -170,10 +182,15 @@ export function tokenize(text: string): Token[] {
       continue;
     }
 
-    if (isIdentStart(ch)) {
-      let j = i + 1;
+    const identWidth = identStartWidth(text, i);
+    if (identWidth > 0) {
+      let j = i + identWidth;
       // '.' is allowed inside a property name (not first): `qpid.subject`.
-      while (j < n && (isIdentPart(text[j]!) || text[j] === '.')) j++;
+      for (;;) {
+        const k = text[j] === '.' ? 1 : identPartWidth(text, j);
+        if (k === 0) break;
+        j += k;
+      }
       const name = text.slice(i, j);
       const upper = name.toUpperCase();
       if (RESERVED.has(upper)) tokens.push({ type: 'keyword', pos: start, end: j, word: upper });
@@ -199,7 +216,7 @@ export function tokenize(text: string): Token[] {
         len = 1;
         if ('=<>+-*/%'.includes(ch)) op = ch;
     }
-    if (op === undefined) fail('an operand or operator', i, `unexpected character '${ch}'`);
+    if (op === undefined) fail('an operand or operator', i, `unexpected character '${String.fromCodePoint(text.codePointAt(i)!)}'`);
     tokens.push({ type: 'op', pos: start, end: i + len, op: op! });
     i += len;
   }

@@ -121,4 +121,21 @@ describe('session 22 review: filters and addresses', () => {
       expect(err.message).to.match(/^topic binding: .*subject pattern too long/);
     });
   });
+
+  describe('5. letters outside the BMP in names', () => {
+    it('a path segment starting with U+20000 (CJK Ext. B letter)', () => {
+      expect(compileFilter('/\u{20000}x = 1').evaluate(plainEnv({ '\u{20000}x': 1 }))).to.equal(true);
+    });
+    it('a path segment containing U+1D4B3 (mathematical letter), and a path continued after it', () => {
+      expect(compileFilter('/a\u{1D4B3} = 1').evaluate(plainEnv({ 'a\u{1D4B3}': 1 }))).to.equal(true);
+      expect(compileFilter('/a/\u{1D4B3}b = 2').evaluate(plainEnv({ a: { '\u{1D4B3}b': 2 } }))).to.equal(true);
+    });
+    it('a property (selector) named with U+20000, and one with a dot', () => {
+      expect(selector('\u{20000} = 1').evaluate(plainEnv({}, { '\u{20000}': 1 }))).to.equal(true);
+      expect(selector('x.\u{20000} = 1').evaluate(plainEnv({}, { 'x.\u{20000}': 1 }))).to.equal(true);
+    });
+    it('a character that is not a letter is still refused, named whole in the message', () => {
+      expect(() => compileFilter('/a = \u{1F600}')).to.throw(FilterSyntaxError, /unexpected character '\u{1F600}' at 5/u);
+    });
+  });
 });
