@@ -121,4 +121,31 @@ describe('session 22 review: filters and addresses on a broker', function () {
       } finally { await c.close(); }
     });
   });
+
+  describe('6. a raw filter named __proto__ in a plain client\'s Qpid address', () => {
+    it('is applied', async () => {
+      const url = b.get().url;
+      const c = await connect(url);
+      try {
+        const address = `fa.proto; {create: always, link: {filter: {name: __proto__, descriptor: '${SELECTOR}', value: "colour = 'red'"}}}`;
+        const rcv = await openReceiver(c, { address });
+        const pending = collect(rcv, { idleMs: 1000 });
+        await sleep(100);
+        await send(url, 'fa.proto', [{ application_properties: { colour: 'blue' }, body: 'blue' }, { application_properties: { colour: 'red' }, body: 'red' }]);
+        expect(bodies(await pending)).to.deep.equal(['red']);
+      } finally { await c.close(); }
+    });
+
+    it('an options map with a key __proto__ is refused as an unknown option, not read as its prototype', async () => {
+      const c = await connect(b.get().url);
+      try {
+        let err: any;
+        const options = t.wrap_map({ ['__proto__']: { top_n: 5 } });
+        try { await openReceiver(c, { address: 'fa.options', filter: { o: described('tidemark:options:map', options) } }); } catch (e) { err = e; }
+        expect(err, 'attach refused').to.not.equal(undefined);
+        expect(err.condition).to.equal('amqp:invalid-field');
+        expect(err.message).to.match(/unknown option __proto__/);
+      } finally { await c.close(); }
+    });
+  });
 });

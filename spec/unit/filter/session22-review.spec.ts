@@ -138,4 +138,33 @@ describe('session 22 review: filters and addresses', () => {
       expect(() => compileFilter('/a = \u{1F600}')).to.throw(FilterSyntaxError, /unexpected character '\u{1F600}' at 5/u);
     });
   });
+
+  describe('6. a raw filter named __proto__', () => {
+    const address = 'q; {link: {filter: {name: __proto__, descriptor: "tidemark:content-filter:string", value: "/a = 1"}}}';
+    it('is kept as a filter entry by addressToLinkOptions', () => {
+      const f = addressToLinkOptions(parseAddress(address), 'receiver').source!['filter'] as Record<string, unknown> | undefined;
+      expect(f, 'source.filter').to.not.equal(undefined);
+      expect(Object.keys(f!)).to.deep.equal(['__proto__']);
+      expect(Object.getPrototypeOf(f)).to.equal(Object.prototype);
+    });
+    it('is kept by the broker when a plain client sends the address (expandQpidAddress), and rhea encodes it', () => {
+      const source = expandQpidAddress({ address }, 'receiver');
+      expect(sourceFilters(source).map((f) => [f.key, f.descriptor, f.value])).to.deep.equal([['__proto__', 'tidemark:content-filter:string', '/a = 1']]);
+      // rhea writes a terminus filter set with wrap_symbolic_map.
+      const w = new t.Writer();
+      w.write(t.wrap_symbolic_map(source.filter));
+      expect((w.toBuffer() as Buffer).includes(Buffer.from('__proto__')), 'the key is on the wire').to.equal(true);
+    });
+    it('a lifetime-policy named like an Object.prototype member is taken as the descriptor itself', () => {
+      const o = addressToLinkOptions(parseAddress('q; {create: always, node: {properties: {lifetime-policy: toString}}}'), 'sender');
+      expect((o.target!['dynamic_node_properties'] as any)['lifetime-policy']).to.deep.equal({ descriptor: 'toString', value: [] });
+    });
+    it('a peer\'s map with a key __proto__ (options, node properties) keeps it as an entry', () => {
+      const typed = t.wrap_map({ ['__proto__']: { top_n: 5 }, a: 1 });
+      const o = unwrapValue(typed) as Record<string, unknown>;
+      expect(Object.keys(o)).to.deep.equal(['__proto__', 'a']);
+      expect(Object.getPrototypeOf(o)).to.equal(Object.prototype);
+      expect((o as any).top_n, 'nothing inherited').to.equal(undefined);
+    });
+  });
 });
