@@ -46,12 +46,18 @@ function isDigit(ch: string): boolean {
   return ch >= '0' && ch <= '9' && ch.length === 1;
 }
 
-/** True when a '/' after this token is the division operator rather than the start of a path. */
-function endsOperand(t: Token | undefined): boolean {
+/** True when a '/' after the last token is the division operator rather than the start of a path. */
+function endsOperand(tokens: readonly Token[]): boolean {
+  const t = tokens[tokens.length - 1];
   if (t === undefined) return false;
   switch (t.type) {
     case 'number': case 'string': case 'path': return true;
-    case 'ident': return t.upper !== 'WITH'; // `BEGINS WITH /prefix` reads a path
+    case 'ident': {
+      if (t.upper !== 'WITH') return true;
+      // WITH is a word only after BEGINS/ENDS (`BEGINS WITH /prefix` reads a path); elsewhere a property (`with / 2`).
+      const before = tokens[tokens.length - 2];
+      return !(before?.type === 'ident' && (before.upper === 'BEGINS' || before.upper === 'ENDS'));
+    }
     case 'keyword': return t.word === 'TRUE' || t.word === 'FALSE' || t.word === 'NULL';
     case 'punct': return t.char === ')';
     default: return false;
@@ -109,7 +115,7 @@ export function tokenize(text: string): Token[] {
     if (ch === ' ' || ch === '\t' || ch === '\n' || ch === '\r' || ch === '\f' || ch === '\v') { i++; continue; }
     const start = i;
 
-    if (ch === '/' && !endsOperand(tokens[tokens.length - 1])) {
+    if (ch === '/' && !endsOperand(tokens)) {
       const segments: (string | number)[] = [];
       for (;;) {
         i++; // the '/'

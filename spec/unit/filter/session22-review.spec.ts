@@ -167,4 +167,20 @@ describe('session 22 review: filters and addresses', () => {
       expect((o as any).top_n, 'nothing inherited').to.equal(undefined);
     });
   });
+
+  describe('7. small language edges', () => {
+    it('COALESCE(/d * 2, 0) / 4 with d = 2.5 is 1.25, like (/d * 2) / 4', () => {
+      expect(compileFilter('(/d * 2) / 4').evaluate(plainEnv({ d: 2.5 }))).to.equal(1.25);
+      expect(compileFilter('COALESCE(/d * 2, 0) / 4').evaluate(plainEnv({ d: 2.5 }))).to.equal(1.25);
+      expect(compileFilter('COALESCE(/x, 2.5 * 2) / 4').evaluate(plainEnv({})), 'a constant decimal argument').to.equal(1.25);
+      expect(compileFilter('COALESCE(/x, /i) / 4').evaluate(plainEnv({ i: 5 })), 'an integer argument').to.equal(1);
+      expect(compileFilter('COALESCE(/x, 0.5) / 4').evaluate(plainEnv({ x: 5 })), 'the integer chosen').to.equal(1);
+    });
+    it('a property named `with` can be divided; BEGINS WITH /path still reads a path', () => {
+      expect(selector('with / 2 = 2').evaluate(plainEnv({}, { with: 4 }))).to.equal(true);
+      expect(compileFilter('with / 2 = 2').evaluate(plainEnv({}, { with: 4 }))).to.equal(true);
+      expect(compileFilter('/s BEGINS WITH /p').evaluate(plainEnv({ s: 'hello', p: 'he' }))).to.equal(true);
+      expect(compileFilter('/s NOT ENDS WITH /p').evaluate(plainEnv({ s: 'hello', p: 'lo' }))).to.equal(false);
+    });
+  });
 });
