@@ -44,12 +44,13 @@ const LINK_KEYS = [
 ];
 const RELIABILITY = ['unreliable', 'at-most-once', 'at-least-once', 'exactly-once'];
 
-const LIFETIME_POLICIES: Record<string, string> = {
-  'delete-on-close': 'amqp:delete-on-close:list',
-  'delete-if-unused': 'amqp:delete-on-no-links:list',
-  'delete-if-empty': 'amqp:delete-on-no-messages:list',
-  'delete-if-unused-and-empty': 'amqp:delete-on-no-links-or-messages:list',
-};
+/** A Map: the policy name is the client's (`toString` found Object.prototype's function). */
+const LIFETIME_POLICIES = new Map([
+  ['delete-on-close', 'amqp:delete-on-close:list'],
+  ['delete-if-unused', 'amqp:delete-on-no-links:list'],
+  ['delete-if-empty', 'amqp:delete-on-no-messages:list'],
+  ['delete-if-unused-and-empty', 'amqp:delete-on-no-links-or-messages:list'],
+]);
 
 function refuse(message: string): never {
   throw new AddressSyntaxError(message);
@@ -118,7 +119,8 @@ function rawFilter(f: QpidValue, filters: Record<string, DescribedValue>): void 
     if (!(field in f)) refuse(`Filter entry must specify ${field}`);
   }
   const name = lenient(() => toStr('link.filter name', f['name']));
-  filters[name] = { descriptor: filterDescriptor(f['descriptor']), value: f['value']! };
+  // Defined, not assigned: a filter named __proto__ set the object's prototype and vanished.
+  Object.defineProperty(filters, name, { value: { descriptor: filterDescriptor(f['descriptor']), value: f['value']! }, enumerable: true, writable: true, configurable: true });
 }
 
 /** Produces what qpid::messaging sends over AMQP 1.0 for that address, as rhea link options: for role 'sender' the target terminus, for 'receiver' the source (and for a receiver the link-level options). */
@@ -220,7 +222,7 @@ export function addressToLinkOptions(addr: ParsedAddress, role: 'sender' | 'rece
     for (const [k, v] of Object.entries(properties)) {
       if (k === 'lifetime-policy') {
         const p = lenient(() => toStr('node lifetime-policy', v));
-        setKey(dnp, k, { descriptor: LIFETIME_POLICIES[p] ?? p, value: [] });
+        setKey(dnp, k, { descriptor: LIFETIME_POLICIES.get(p) ?? p, value: [] });
       } else {
         setKey(dnp, k, v);
       }

@@ -608,15 +608,25 @@ export function encodeMessage(msg: Record<string, unknown>): Buffer {
 
 /** Where the protocol layer leaves rhea's decoder as it was before it wrapped it (raw-message.ts). */
 const UNCAPTURED = Symbol.for('tidemark.decode-uncaptured');
+/** The bytes a decoded view was decoded from (set here and by the protocol layer's capture, raw-message.ts). */
+const RAW_BYTES = Symbol.for('tidemark.raw-bytes');
+
+/** The bytes `message` was decoded from, when the broker decoded it (received or stored). */
+export function sourceBytes(message: any): Buffer | undefined {
+  return message?.[RAW_BYTES];
+}
 
 /**
  * Decodes bytes the broker already holds (a stored message, a record) with rhea's decoder:
  * properties, application properties, body. Not through the wrapper that copies each
  * received message's bytes: these are ours already, and a copy kept with the view would
- * double what a filtered entry holds.
+ * double what a filtered entry holds. The view keeps a reference to `bytes` (no copy), so that
+ * filters can read again what rhea's decode loses (64-bit integers; codec/app-properties.ts).
  */
 export function decodeMessage(bytes: Buffer): any {
   const m = amqpMessage as unknown as Record<symbol, ((b: Buffer) => unknown) | undefined> & { decode(b: Buffer): unknown };
   const plain = m[UNCAPTURED];
-  return plain ? plain.call(amqpMessage, bytes) : amqpMessage.decode(bytes);
+  const view: any = plain ? plain.call(amqpMessage, bytes) : amqpMessage.decode(bytes);
+  if (view !== null && typeof view === 'object' && view[RAW_BYTES] === undefined) Object.defineProperty(view, RAW_BYTES, { value: bytes });
+  return view;
 }

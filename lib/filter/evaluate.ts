@@ -398,15 +398,23 @@ class Compiler {
         };
         break;
       case 'COALESCE': {
+        // Passes on whether the chosen argument is a decimal (a register, like arithmetic):
+        // judged from its value alone, the 5 of `/d * 2` with d = 2.5 was an integer to `/`.
         const fns = Object.freeze(args.map((a) => a.fn));
-        fn = (env) => {
+        const decs = Int8Array.from(args, (a) => a.dec);
+        const coalesce: Fn = (env) => {
           for (let i = 0; i < fns.length; i++) {
             const v = fns[i]!(env);
-            if (v !== null) return v;
+            if (v !== null) {
+              const k = decs[i];
+              LAST_DEC = k === DK_REG ? LAST_DEC : k === DK_RAW ? isDecValue(v) : k === DK_DEC;
+              return v;
+            }
           }
+          LAST_DEC = false;
           return null;
         };
-        break;
+        return this.#fold(args, { fn: coalesce, dec: DK_REG, konst: false });
       }
       case 'INSTR': {
         const f1 = args[1]!.fn;

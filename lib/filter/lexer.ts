@@ -20,27 +20,44 @@ export type Token =
   | { readonly type: 'punct'; readonly pos: number; readonly end: number; readonly char: '(' | ')' | ',' }
   | { readonly type: 'eof'; readonly pos: number; readonly end: number };
 
-const ASCII_IDENT_START = /[A-Za-z_$]/;
-const ASCII_IDENT_PART = /[A-Za-z0-9_$]/;
-const UNICODE_LETTER = /\p{L}/u;
-const UNICODE_PART = /[\p{L}\p{N}]/u;
+const UNICODE_LETTER_AT = /\p{L}/uy;
+const UNICODE_PART_AT = /[\p{L}\p{N}]/uy;
 
-function isIdentStart(ch: string): boolean {
-  return ch !== '' && (ASCII_IDENT_START.test(ch) || (ch.charCodeAt(0) > 127 && UNICODE_LETTER.test(ch)));
+/** Code units the character at text[i] takes when it matches `re` (two for one outside the BMP), else 0. */
+function unicodeWidth(re: RegExp, text: string, i: number): number {
+  re.lastIndex = i;
+  return re.test(text) ? re.lastIndex - i : 0;
 }
-function isIdentPart(ch: string): boolean {
-  return ch !== '' && (ASCII_IDENT_PART.test(ch) || (ch.charCodeAt(0) > 127 && UNICODE_PART.test(ch)));
+/** Width of an identifier's first character at text[i] (letter, `_`, `$`; any Unicode letter, read by code point), or 0. */
+function identStartWidth(text: string, i: number): number {
+  if (i >= text.length) return 0;
+  const c = text.charCodeAt(i);
+  if (c < 128) return (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 36 ? 1 : 0;
+  return unicodeWidth(UNICODE_LETTER_AT, text, i);
+}
+/** Width of a later identifier character at text[i] (also digits, any Unicode number), or 0. */
+function identPartWidth(text: string, i: number): number {
+  if (i >= text.length) return 0;
+  const c = text.charCodeAt(i);
+  if (c < 128) return (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 95 || c === 36 ? 1 : 0;
+  return unicodeWidth(UNICODE_PART_AT, text, i);
 }
 function isDigit(ch: string): boolean {
   return ch >= '0' && ch <= '9' && ch.length === 1;
 }
 
-/** True when a '/' after this token is the division operator rather than the start of a path. */
-function endsOperand(t: Token | undefined): boolean {
+/** True when a '/' after the last token is the division operator rather than the start of a path. */
+function endsOperand(tokens: readonly Token[]): boolean {
+  const t = tokens[tokens.length - 1];
   if (t === undefined) return false;
   switch (t.type) {
     case 'number': case 'string': case 'path': return true;
-    case 'ident': return t.upper !== 'WITH'; // `BEGINS WITH /prefix` reads a path
+    case 'ident': {
+      if (t.upper !== 'WITH') return true;
+      // WITH is a word only after BEGINS/ENDS (`BEGINS WITH /prefix` reads a path); elsewhere a property (`with / 2`).
+      const before = tokens[tokens.length - 2];
+      return !(before?.type === 'ident' && (before.upper === 'BEGINS' || before.upper === 'ENDS'));
+    }
     case 'keyword': return t.word === 'TRUE' || t.word === 'FALSE' || t.word === 'NULL';
     case 'punct': return t.char === ')';
     default: return false;
@@ -98,19 +115,20 @@ export function tokenize(text: string): Token[] {
     if (ch === ' ' || ch === '\t' || ch === '\n' || ch === '\r' || ch === '\f' || ch === '\v') { i++; continue; }
     const start = i;
 
-    if (ch === '/' && !endsOperand(tokens[tokens.length - 1])) {
+    if (ch === '/' && !endsOperand(tokens)) {
       const segments: (string | number)[] = [];
       for (;;) {
         i++; // the '/'
         const c = text[i] ?? '';
+        const w = identStartWidth(text, i);
         if (c === '"' || c === "'") {
           const [value, end] = readQuoted(i);
           if (value === '') fail('a path segment', i);
           segments.push(value);
           i = end;
-        } else if (isIdentStart(c)) {
-          let j = i + 1;
-          while (j < n && isIdentPart(text[j]!)) j++;
+        } else if (w > 0) {
+          let j = i + w;
+          for (let k = identPartWidth(text, j); k > 0; k = identPartWidth(text, j)) j += k;
           segments.push(text.slice(i, j));
           i = j;
         } else {
@@ -125,7 +143,7 @@ export function tokenize(text: string): Token[] {
           i = j + 1;
         }
         const next = text[i + 1] ?? '';
-        if (text[i] === '/' && (isIdentStart(next) || next === '"' || next === "'")) continue;
+        if (text[i] === '/' && (identStartWidth(text, i + 1) > 0 || next === '"' || next === "'")) continue;
         break;
       }
       tokens.push({ type: 'path', pos: start, end: i, segments });
@@ -170,10 +188,15 @@ export function tokenize(text: string): Token[] {
       continue;
     }
 
-    if (isIdentStart(ch)) {
-      let j = i + 1;
+    const identWidth = identStartWidth(text, i);
+    if (identWidth > 0) {
+      let j = i + identWidth;
       // '.' is allowed inside a property name (not first): `qpid.subject`.
-      while (j < n && (isIdentPart(text[j]!) || text[j] === '.')) j++;
+      for (;;) {
+        const k = text[j] === '.' ? 1 : identPartWidth(text, j);
+        if (k === 0) break;
+        j += k;
+      }
       const name = text.slice(i, j);
       const upper = name.toUpperCase();
       if (RESERVED.has(upper)) tokens.push({ type: 'keyword', pos: start, end: j, word: upper });
@@ -199,7 +222,7 @@ export function tokenize(text: string): Token[] {
         len = 1;
         if ('=<>+-*/%'.includes(ch)) op = ch;
     }
-    if (op === undefined) fail('an operand or operator', i, `unexpected character '${ch}'`);
+    if (op === undefined) fail('an operand or operator', i, `unexpected character '${String.fromCodePoint(text.codePointAt(i)!)}'`);
     tokens.push({ type: 'op', pos: start, end: i + len, op: op! });
     i += len;
   }

@@ -272,7 +272,8 @@ class Parser {
         this.#next();
         if (!this.#isPunct('(')) return this.#node({ kind: 'property', pos: t.pos, name: t.name });
         const fn = t.upper as FunctionName;
-        const arity = FUNCTIONS[fn];
+        // Own keys only: the name is the client's (upper-cased, so no Object.prototype member today, but not by design).
+        const arity = Object.hasOwn(FUNCTIONS, fn) ? FUNCTIONS[fn] : undefined;
         if (arity === undefined) this.#fail('a known function (UPPER, LOWER, LENGTH, COALESCE, INSTR)', t.pos, `unknown function ${t.name}`);
         const args = this.#list(true);
         if (args.length < arity[0] || args.length > arity[1]) {

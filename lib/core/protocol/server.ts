@@ -851,7 +851,8 @@ export class AmqpServer {
         filterTexts.set(r.symbol, filterText(f.value));
         if (r.parsed.predicate) predicates.push(r.parsed.predicate);
         if (r.symbol.startsWith('tidemark:')) annotate = true;
-        echoed[f.key] = f.raw;
+        // Defined, not assigned: a filter keyed __proto__ is applied, so it is echoed (wire.md 4).
+        Object.defineProperty(echoed, f.key, { value: f.raw, enumerable: true, writable: true, configurable: true });
       }
       const wantsCopy = source.distribution_mode === 'copy';
       const mode: 'move' | 'copy' = wantsCopy || q.browseOnly ? 'copy' : 'move';

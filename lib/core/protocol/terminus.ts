@@ -4,6 +4,14 @@ import { AddressSyntaxError, addressToLinkOptions, parseAddress, QPID_OPTIONS } 
 import { TidemarkError, Conditions } from '../errors.js';
 
 /**
+ * Sets an own entry: a key from the peer or an address may be `__proto__`, which assignment
+ * turns into the object's prototype (the entry vanished, and its value's fields were inherited).
+ */
+function setOwn(o: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+/**
  * A terminus whose address is a whole Qpid address with options (`q; {create: always, ...}`),
  * as a plain AMQP client (rhea, Proton) sends it when given the string our docs show: read as
  * qpid::messaging would have put it in the attach (docs/addresses.md "Sent by a plain
@@ -43,7 +51,7 @@ export function expandQpidAddress(t: any, role: 'sender' | 'receiver', isQueueNa
   for (const [k, v] of Object.entries(derived ?? {})) {
     if (k === 'filter') {
       const f: Record<string, unknown> = {};
-      for (const [name, d] of Object.entries(v as Record<string, { descriptor: number | string; value: unknown }>)) f[name] = rhea.types.wrap_described(d.value, d.descriptor);
+      for (const [name, d] of Object.entries(v as Record<string, { descriptor: number | string; value: unknown }>)) setOwn(f, name, rhea.types.wrap_described(d.value, d.descriptor));
       out.filter = f;
     } else {
       out[k] = v;
@@ -64,7 +72,7 @@ export function nodeProperties(t: any): Record<string, unknown> {
   const p = t?.dynamic_node_properties;
   if (!p || typeof p !== 'object') return {};
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(p)) out[k] = plainValue(v);
+  for (const [k, v] of Object.entries(p)) setOwn(out, k, plainValue(v));
   return out;
 }
 
@@ -115,14 +123,14 @@ export function unwrapValue(v: any): unknown {
     // Typed: maps arrive as a flat [k, v, k, v] list.
     if (v.type?.name?.startsWith('Map') && Array.isArray(v.value)) {
       const o: Record<string, unknown> = {};
-      for (let i = 0; i + 1 < v.value.length; i += 2) o[String(unwrapValue(v.value[i]))] = unwrapValue(v.value[i + 1]);
+      for (let i = 0; i + 1 < v.value.length; i += 2) setOwn(o, String(unwrapValue(v.value[i])), unwrapValue(v.value[i + 1]));
       return o;
     }
     return unwrapValue(v.value);
   }
   if (typeof v === 'object' && !(v instanceof Date)) {
     const o: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v)) o[k] = unwrapValue(x);
+    for (const [k, x] of Object.entries(v)) setOwn(o, k, unwrapValue(x));
     return o;
   }
   return v;

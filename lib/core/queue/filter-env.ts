@@ -4,40 +4,60 @@
  * on the message view, whatever the number of subscribers.
  */
 import { jsonBody } from '../../codec/json-body.js';
+import { readApplicationProperties } from '../../codec/app-properties.js';
+import { sourceBytes } from '../../codec/message-bytes.js';
 import { lookupJsonPath } from '../../filter/json-path.js';
 
 export interface FilterEnv {
   bodyPath(path: readonly (string | number)[]): unknown;
   property(name: string): unknown;
+  /** The message's `properties.subject` (legacy subject bindings: never an application property). */
+  subject(): unknown;
 }
 
-const HEADER_FIELDS: Record<string, (m: any) => unknown> = {
-  subject: (m) => m.subject,
-  priority: (m) => m.priority ?? 4,
-  message_id: (m) => m.message_id,
-  user_id: (m) => (m.user_id ? Buffer.from(m.user_id).toString('utf8') : undefined),
-  to: (m) => m.to,
-  reply_to: (m) => m.reply_to,
-  correlation_id: (m) => m.correlation_id,
-  content_type: (m) => m.content_type,
-  content_encoding: (m) => m.content_encoding,
-  creation_time: (m) => (m.creation_time instanceof Date ? m.creation_time.getTime() : m.creation_time),
-  absolute_expiry_time: (m) => (m.absolute_expiry_time instanceof Date ? m.absolute_expiry_time.getTime() : m.absolute_expiry_time),
-  group_id: (m) => m.group_id,
-  group_sequence: (m) => m.group_sequence,
-  durable: (m) => m.durable ?? false,
-  ttl: (m) => m.ttl,
-  delivery_count: (m) => m.delivery_count ?? 0,
-  first_acquirer: (m) => m.first_acquirer ?? false,
-  JMSPriority: (m) => m.priority ?? 4,
-  JMSMessageID: (m) => m.message_id,
-  JMSCorrelationID: (m) => m.correlation_id,
-  JMSDeliveryMode: (m) => (m.durable ? 'PERSISTENT' : 'NON_PERSISTENT'),
-  JMSType: (m) => m.subject,
-  JMSTimestamp: (m) => (m.creation_time instanceof Date ? m.creation_time.getTime() : m.creation_time),
-  JMSExpiration: (m) => (m.absolute_expiry_time instanceof Date ? m.absolute_expiry_time.getTime() : m.absolute_expiry_time),
-  JMSRedelivered: (m) => (m.delivery_count ?? 0) > 0,
-};
+/**
+ * Header and properties fields by name, on an object without a prototype: a property name is
+ * the client's, and `valueOf` or `constructor` looked up on a plain object found
+ * Object.prototype's functions (which threw, or matched, when called on the message). A literal
+ * given a null prototype stays a fast object (a Map cost ~10 ns more per lookup).
+ */
+const HEADER_FIELDS: Readonly<Record<string, ((m: any) => unknown) | undefined>> = Object.setPrototypeOf({
+  subject: (m: any) => m.subject,
+  priority: (m: any) => m.priority ?? 4,
+  message_id: (m: any) => m.message_id,
+  user_id: (m: any) => (m.user_id ? Buffer.from(m.user_id).toString('utf8') : undefined),
+  to: (m: any) => m.to,
+  reply_to: (m: any) => m.reply_to,
+  correlation_id: (m: any) => m.correlation_id,
+  content_type: (m: any) => m.content_type,
+  content_encoding: (m: any) => m.content_encoding,
+  creation_time: (m: any) => (m.creation_time instanceof Date ? m.creation_time.getTime() : m.creation_time),
+  absolute_expiry_time: (m: any) => (m.absolute_expiry_time instanceof Date ? m.absolute_expiry_time.getTime() : m.absolute_expiry_time),
+  group_id: (m: any) => m.group_id,
+  group_sequence: (m: any) => m.group_sequence,
+  durable: (m: any) => m.durable ?? false,
+  ttl: (m: any) => m.ttl,
+  delivery_count: (m: any) => m.delivery_count ?? 0,
+  first_acquirer: (m: any) => m.first_acquirer ?? false,
+  JMSPriority: (m: any) => m.priority ?? 4,
+  JMSMessageID: (m: any) => m.message_id,
+  JMSCorrelationID: (m: any) => m.correlation_id,
+  JMSDeliveryMode: (m: any) => (m.durable ? 'PERSISTENT' : 'NON_PERSISTENT'),
+  JMSType: (m: any) => m.subject,
+  JMSTimestamp: (m: any) => (m.creation_time instanceof Date ? m.creation_time.getTime() : m.creation_time),
+  JMSExpiration: (m: any) => (m.absolute_expiry_time instanceof Date ? m.absolute_expiry_time.getTime() : m.absolute_expiry_time),
+  JMSRedelivered: (m: any) => (m.delivery_count ?? 0) > 0,
+}, null);
+
+/**
+ * Whether rhea's value of an application property may not be what was sent: rhea reads a
+ * long/ulong past 2^53 rounded, and past 2^53 + 2^32 as its 8 bytes (types.js read_long).
+ * A double that large, or a binary of 8 bytes, is checked too (and comes back as it was).
+ */
+function mayBeInexactLong(v: unknown): boolean {
+  return typeof v === 'number' ? v >= 9007199254740992 || v <= -9007199254740992
+    : typeof v === 'object' && v !== null && v instanceof Uint8Array && v.length === 8;
+}
 
 const NOT_JSON = Symbol('not-json');
 
@@ -46,6 +66,8 @@ export class MessageEnv implements FilterEnv {
   readonly message: any;
   #json: unknown = undefined;
   #parsed = false;
+  /** Application properties read from the bytes with their types, once, when needed. */
+  #exact: Map<string, unknown> | null | undefined = undefined;
   constructor(message: any) { this.message = message; }
 
   /** The body as JSON, or undefined when it is not JSON. Parsed once. */
@@ -65,8 +87,26 @@ export class MessageEnv implements FilterEnv {
 
   property(name: string): unknown {
     const ap = this.message.application_properties;
-    if (ap && Object.prototype.hasOwnProperty.call(ap, name)) return ap[name];
+    if (ap && Object.prototype.hasOwnProperty.call(ap, name)) {
+      const v = ap[name];
+      return mayBeInexactLong(v) ? this.#exactProperty(name, v) : v;
+    }
     const f = HEADER_FIELDS[name];
-    return f ? f(this.message) : undefined;
+    if (f !== undefined) return f(this.message);
+    // rhea's decode drops an application property called __proto__ (it sets the prototype).
+    return name === '__proto__' ? this.#exactProperty(name, undefined) : undefined;
+  }
+
+  subject(): unknown {
+    return this.message.subject;
+  }
+
+  /** The property as the bytes hold it (exact longs), or `fallback` when the bytes are not at hand. */
+  #exactProperty(name: string, fallback: unknown): unknown {
+    if (this.#exact === undefined) {
+      const bytes = sourceBytes(this.message);
+      this.#exact = bytes ? readApplicationProperties(bytes) : null;
+    }
+    return this.#exact !== null && this.#exact.has(name) ? this.#exact.get(name) : fallback;
   }
 }

@@ -4,7 +4,7 @@
  * acquiring consumers compete, browsing consumers walk with cursors. Limit and LVQ policies
  * are admission policies contributed by extensions.
  */
-import type { TidemarkError } from '../errors.js';
+import { TidemarkError, Conditions } from '../errors.js';
 import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn, writeU64 } from '../storage/keyspace.js';
 import type { BatchOp } from '../storage/store.js';
 import { encodeEvent, decodeEvent } from '../engine/event-record.js';
@@ -424,6 +424,8 @@ export class ListConsumer implements Consumer {
   skipEpoch = 0;
   closed = false;
   #caughtUp = false;
+  /** Its filter threw: it matches nothing more while its link closes. */
+  #filterFailed = false;
   readonly #unsettled = new Set<Entry>();
   /** Entries this consumer refused as undeliverable-here: it leaves their `excluded` sets at close. */
   readonly #excludedFrom = new Set<Entry>();
@@ -442,9 +444,18 @@ export class ListConsumer implements Consumer {
   matches(e: Entry): boolean {
     const preds = this.req.predicates;
     if (preds.length === 0) return true;
+    if (this.#filterFailed) return false;
     // One env per entry: its JSON view is parsed once, whatever the number of consumers.
     const env = (e.env ??= new MessageEnv((e.view ??= decodeMessage(e.bytes))));
-    for (const p of preds) if (!p(env)) return false;
+    try {
+      for (const p of preds) if (!p(env)) return false;
+    } catch (err) {
+      // Thrown on, it ended the queue's dispatch: every other consumer went unserved. It ends this link only.
+      this.#filterFailed = true;
+      log.error('filter failed: link detached', { queue: this.structure.queue.name, link: this.sink.id, scn: e.scn, err });
+      this.sink.close(new TidemarkError(Conditions.internal, `the link's filter failed on a message (${(err as Error)?.message ?? String(err)}); link detached`));
+      return false;
+    }
     return true;
   }
 

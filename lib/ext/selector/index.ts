@@ -13,12 +13,21 @@ function text(name: string, v: unknown): string {
   throw new TidemarkError(Conditions.invalidField, `${name} filter value must be a string, got ${v === null ? 'null' : typeof v}`);
 }
 
-function compile(name: string, expr: string, dialect: 'content' | 'selector') {
-  try { return compileFilter(expr, dialect); }
+/** Runs a compile step; a FilterSyntaxError (bad syntax, a limit) is the client's: amqp:invalid-field. */
+function refusingSyntax<T>(name: string, compileStep: () => T): T {
+  try { return compileStep(); }
   catch (e) {
     if (e instanceof FilterSyntaxError) throw new TidemarkError(Conditions.invalidField, `${name}: ${e.message}`);
     throw e;
   }
+}
+
+function compile(name: string, expr: string, dialect: 'content' | 'selector') {
+  return refusingSyntax(name, () => compileFilter(expr, dialect));
+}
+
+function compileSubject(name: string, pattern: string, kind: 'direct' | 'topic') {
+  return refusingSyntax(name, () => compileSubjectFilter(pattern, kind));
 }
 
 export const SELECTOR = 'apache.org:selector-filter:string';
@@ -34,11 +43,12 @@ export function selectorExtension(): Extension {
     },
     {
       symbol: DIRECT_BINDING, code: 0x0000468c00000000n,
-      parse(v) { const f = compileSubjectFilter(text('direct binding', v), 'direct'); return { predicate: (env) => f.matches(env.property('subject') as string | undefined) }; },
+      // The message's subject (wire.md 4), not an application property that happens to be called `subject`.
+      parse(v) { const f = compileSubject('direct binding', text('direct binding', v), 'direct'); return { predicate: (env) => f.matches(env.subject() as string | undefined) }; },
     },
     {
       symbol: TOPIC_BINDING, code: 0x0000468c00000001n,
-      parse(v) { const f = compileSubjectFilter(text('topic binding', v), 'topic'); return { predicate: (env) => f.matches(env.property('subject') as string | undefined) }; },
+      parse(v) { const f = compileSubject('topic binding', text('topic binding', v), 'topic'); return { predicate: (env) => f.matches(env.subject() as string | undefined) }; },
     },
     {
       symbol: CONTENT_FILTER,
