@@ -78,7 +78,7 @@ export class ListStructure implements QueueStructure {
     // Limits count live messages: expired ones the 1 s sweep has not reached yet would make a
     // reject queue refuse while its statistics say it has room, and a ring drop a live message
     // instead of them. The sweep costs O(expired) (a heap).
-    if (this.admission.length > 0) this.sweep(this.queue.ctx.clock.now());
+    if (this.admission.length > 0) this.#sweepExpiries(this.queue.ctx.clock.now());
     const e = new Entry(scn, msg.bytes, msg.receivedAt);
     e.expiresAt = msg.expiresAt;
     // The decoded view is kept only while a consumer filters (it is about to be used): kept
@@ -108,12 +108,22 @@ export class ListStructure implements QueueStructure {
       failed: () => {
         for (const d of dropped) this.#undrop(d);
         this.#remove(e, 'dropped', false);
-        this.list.dropLast(e); // its SCN may be given back (a refused transaction): no hole holding it
+        // Its SCN may be given back (a refused transaction): no hole may hold it. No scan passes
+        // an uncommitted entry, but one purged or expired while in flight may have been passed:
+        // cursors past the new end come back to it, or the next publish (at this position) would wait.
+        if (this.list.dropLast(e)) this.#clampCursors();
         // The displaced entries stay; re-announce them so indexes that pointed at `e` (the LVQ
         // key map) point back at them.
         for (const d of dropped) if (!d.removed) for (const h of this.onAppended) h(d);
       },
     };
+  }
+
+  #clampCursors(): void {
+    const end = this.list.end;
+    if (this.#hint > end) this.#hint = end;
+    if (this.#admitFrom > end) this.#admitFrom = end;
+    for (const c of this.#consumers) { if (c.skipTo > end) c.skipTo = end; if (c.pos > end) c.pos = end; }
   }
 
   #droppingCount = 0;
@@ -229,6 +239,15 @@ export class ListStructure implements QueueStructure {
       if (e.removed) this.#expiredHeld.delete(e);
       else if (!e.acquiredBy) this.#remove(e, 'expired', true);
     }
+    this.#sweepExpiries(now);
+  }
+
+  /**
+   * The heap part of sweep(): O(newly expired). Admission runs it on every publish; the walk of
+   * expired entries consumers still hold stays with the 1 s sweep (50k of them made every
+   * publish to a limited queue cost 210 µs).
+   */
+  #sweepExpiries(now: number): void {
     for (let e = this.#expiries.peek(); e !== undefined && e.expiresAt! <= now; e = this.#expiries.peek()) {
       this.#expiries.pop();
       if (e.removed) continue;
@@ -429,6 +448,7 @@ export class ListConsumer implements Consumer {
   readonly #unsettled = new Set<Entry>();
   /** Entries this consumer refused as undeliverable-here: it leaves their `excluded` sets at close. */
   readonly #excludedFrom = new Set<Entry>();
+  #excludedPruneAt = 1024;
 
   constructor(structure: ListStructure, req: ConsumerRequest, sink: DeliverySink, opts: ListConsumerOptions) {
     this.structure = structure;
@@ -505,8 +525,12 @@ export class ListConsumer implements Consumer {
         if (o.undeliverableHere) {
           (e.excluded ??= new Set()).add(this);
           this.#excludedFrom.add(e);
-          // Kept only while the entry is in the queue: a long-lived consumer would hold them all.
-          if (this.#excludedFrom.size > 1024) for (const x of this.#excludedFrom) if (x.removed) this.#excludedFrom.delete(x);
+          // Kept only while the entry is in the queue (a long-lived consumer would hold them all);
+          // pruned when the set has doubled since the last prune, so the walks cost O(1) each.
+          if (this.#excludedFrom.size > this.#excludedPruneAt) {
+            for (const x of this.#excludedFrom) if (x.removed) this.#excludedFrom.delete(x);
+            this.#excludedPruneAt = Math.max(1024, 2 * this.#excludedFrom.size);
+          }
         }
         this.structure.released(e);
         break;
