@@ -43,6 +43,18 @@ export function replayStart(q: Queue, bm: Bookmark, resolvedScn: number, options
 
 /** Plain queues whose messages log.max_count / log.retention bound. */
 const boundedLists = new WeakSet<ListStructure>();
+/** Entries the log bound chose to drop (log.max_count at admission, log.retention's trim). */
+const boundDrops = new WeakSet<Entry>();
+/**
+ * Per bounded plain queue, the newest message the log bound dropped: a time after it and
+ * before the oldest message held resolves to it (wire.md 5), not to "older than the log".
+ * In memory only: after a restart such a time is older than the log again (bookmark_not_found
+ * decides) until the bound drops another message.
+ */
+const logCuts = new WeakMap<ListStructure, { scn: number; ts: number }>();
+
+/** Whether a removed entry was dropped by its queue's log bound (not consumed, expired, replaced or purged). */
+export function droppedByLogBound(e: Entry): boolean { return boundDrops.has(e); }
 
 /** Whether a plain queue's messages are its log bounded by log.* (readers of a position before them have fallen off, decisions.md). */
 export function isLogBounded(list: ListStructure): boolean { return boundedLists.has(list); }
@@ -56,10 +68,18 @@ export function oldestRetained(queue: Queue, list: ListStructure): number {
   return list.stats().oldestScn || (queue.committedScn > 0 ? queue.committedScn + 1 : 0);
 }
 
-/** The SCN of the last message at or before `ms` a plain queue still holds (0: none). */
+/**
+ * The SCN of the last message at or before `ms`: one the plain queue still holds, else the
+ * newest the log bound dropped when it is that old (the messages it held were all newer);
+ * 0 when none is known (older than the log, or than the first message).
+ */
 function lastAtOrBefore(list: ListStructure, ms: number): number {
   let scn = 0;
   for (const e of list.list.live()) { if (e.ts > ms) break; scn = e.scn; }
+  if (scn === 0) {
+    const cut = logCuts.get(list);
+    if (cut && cut.ts <= ms) return cut.scn;
+  }
   return scn;
 }
 
@@ -75,13 +95,20 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
    * duration. A reader whose position is older has fallen off (scn-not-found, wire.md 6).
    */
   function boundList(list: ListStructure, retention: number | undefined, maxCount: number | undefined): void {
-    if (maxCount !== undefined || retention !== undefined) boundedLists.add(list);
+    if (maxCount !== undefined || retention !== undefined) {
+      boundedLists.add(list);
+      list.onRemoved.push((e) => {
+        if (!boundDrops.has(e)) return;
+        const cut = logCuts.get(list);
+        if (!cut || e.scn > cut.scn) logCuts.set(list, { scn: e.scn, ts: e.ts });
+      });
+    }
     if (maxCount !== undefined) {
       list.admission.push({
         admit(l) {
           const drop = [];
           let count = l.depth;
-          for (const e of l.live()) { if (count + 1 <= maxCount) break; drop.push(e); count--; }
+          for (const e of l.live()) { if (count + 1 <= maxCount) break; drop.push(e); boundDrops.add(e); count--; }
           return drop;
         },
       });
@@ -99,8 +126,9 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
     refuseBookmarkAhead(queue, c.bookmark);
     const markers = new MarkerSink(sink);
     const bm = c.bookmark;
-    // A time resolves to the last message at or before it; none held (0), with older ones gone,
-    // is older than the retained log, and bookmark_not_found decides (it used to replay them all).
+    // A time resolves to the last message at or before it, held or the newest the bound dropped;
+    // none known (0), with older ones gone, is older than the retained log, and
+    // bookmark_not_found decides (it used to replay them all).
     const resolved = bm.kind === 'time' ? lastAtOrBefore(list, bm.ms) : bm.kind === 'scn' ? bm.scn : 0;
     const start = replayStart(queue, bm, resolved, c.options, oldestRetained(queue, list)) ?? queue.committedScn;
     return list.openConsumer({ ...req, mode: 'copy' }, markers, {
@@ -155,6 +183,6 @@ export function trimListByAge(list: ListStructure, horizon: number): number {
     if (e.ts >= horizon || !e.committed) break;
     due.push(e);
   }
-  for (const e of due) list.removeEntry(e, 'dropped');
+  for (const e of due) { boundDrops.add(e); list.removeEntry(e, 'dropped'); }
   return due.length;
 }

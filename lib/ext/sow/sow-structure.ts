@@ -960,11 +960,16 @@ export class SowStructure implements QueueStructure {
         // Old rows are immutable, so they can go outside the commit order: two range deletes.
         const last = await store.get(scnKey(CoreTables.log, q.id, cutoff));
         const cutTs = last ? decodeEvent(last).meta.ts : now;
+        // The newest event cut keeps an index row: a time after it and before the oldest event
+        // left resolves to it (wire.md 5), whose successors are all retained; without the row
+        // such a time found no row at or before it and was taken as older than the log.
+        const newestCut = await store.get(scnKey(CoreTables.log, q.id, cutoff - 1));
+        const newestCutTs = newestCut ? eventTs(newestCut) : undefined;
         await store.clearRange(queuePrefix(CoreTables.log, q.id), scnKey(CoreTables.log, q.id, cutoff));
         // The time index also answers historical queries at a time (bookmark.ts scnAtTime), which
         // reach back as far as the history window, log or no log: with history, the index keeps
         // the rows from the last one at or before the window's start.
-        let indexEnd: Buffer | undefined = timeKey(q.id, cutTs, cutoff);
+        let indexEnd: Buffer | undefined = newestCutTs !== undefined ? timeKey(q.id, newestCutTs, cutoff - 1) : timeKey(q.id, cutTs, cutoff);
         if (this.hasHistory) {
           const horizon = now - s.historyWindow!;
           if (horizon < cutTs) {
@@ -973,8 +978,12 @@ export class SowStructure implements QueueStructure {
           }
         }
         if (indexEnd) await store.clearRange(queuePrefix(TIME, q.id), indexEnd);
-        // The oldest retained event gets an index row of its own (its bucket's row may be gone).
-        if (last) await store.batch([{ type: 'put', key: timeKey(q.id, cutTs, cutoff), value: EMPTY }], false);
+        // The oldest retained event gets an index row of its own (its bucket's row may be gone),
+        // and so does the newest event cut (above).
+        const rows: BatchOp[] = [];
+        if (newestCutTs !== undefined) rows.push({ type: 'put', key: timeKey(q.id, newestCutTs, cutoff - 1), value: EMPTY });
+        if (last) rows.push({ type: 'put', key: timeKey(q.id, cutTs, cutoff), value: EMPTY });
+        if (rows.length) await store.batch(rows, false);
       }
     }
   }
