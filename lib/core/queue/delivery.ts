@@ -40,6 +40,12 @@ export interface DeliverySink {
   sendSplit?(m: SplitMessage, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void;
   /** Completes a drain: nothing more is available now. */
   drained(): void;
+  /**
+   * The link's reader has passed every event up to `position` and has nothing more to send
+   * for them (its filter skipped the rest). Optional: a durable subscription's sink moves its
+   * position over them once what it sent before is settled (checkpoints/durable.ts).
+   */
+  passed?(position: number): void;
   /** Detaches the link (closed), with an error or cleanly. */
   close(error?: TidemarkError): void;
 }

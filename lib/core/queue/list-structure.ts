@@ -480,6 +480,8 @@ export class ListConsumer implements Consumer {
   }
 
   caughtUp(): void {
+    // Entries its filter skipped since the last delivery: a durable position may pass them.
+    this.sink.passed?.(this.lastScn);
     if (this.#caughtUp) return;
     this.#caughtUp = true;
     this.opts.onCaughtUp?.();

@@ -35,7 +35,16 @@ export interface Subscription {
    * (absent in records from before they were kept: the next attach's are taken).
    */
   filters?: string;
+  /**
+   * The values of its message-selecting filters (selector, bindings, content filter), by
+   * symbol, so that after a restart the broker can tell, before the link is back, which
+   * events it would skip (absent: not known, and nothing is skipped for it).
+   */
+  selectors?: Record<string, string>;
 }
+
+/** Positions moved without a delivery are written at most this often per subscription. */
+const TOUCH_FLUSH_MS = 1000;
 
 export function subscriptionKey(containerId: string, linkName: string): Buffer {
   return Buffer.concat([Buffer.from([SUBS]), Buffer.from(containerId, 'utf8'), Buffer.from([0]), Buffer.from(linkName, 'utf8')]);
@@ -43,16 +52,33 @@ export function subscriptionKey(containerId: string, linkName: string): Buffer {
 
 export class DurableSubscriptions {
   readonly #subs = new Map<string, Subscription>();
+  /** Subscription ids (key as latin1) by queue name. */
+  readonly #byQueue = new Map<string, Set<string>>();
+  /** Ids whose position moved in memory and is not written yet (touch). */
+  readonly #dirty = new Set<string>();
+  #flushTimer?: NodeJS.Timeout;
   #store?: Store;
   #committer?: Committer;
 
   async load(store: Store, committer: Committer): Promise<void> {
     this.#store = store; this.#committer = committer;
     const p = Buffer.from([SUBS]);
-    for (const [k, v] of await store.all({ gte: p, lt: prefixEnd(p) })) this.#subs.set(k.toString('latin1'), JSON.parse(v.toString('utf8')));
+    for (const [k, v] of await store.all({ gte: p, lt: prefixEnd(p) })) this.#set(k.toString('latin1'), JSON.parse(v.toString('utf8')));
+  }
+
+  #set(id: string, sub: Subscription): void {
+    const old = this.#subs.get(id);
+    if (old && old.queue !== sub.queue) this.#byQueue.get(old.queue)?.delete(id);
+    this.#subs.set(id, sub);
+    let ids = this.#byQueue.get(sub.queue);
+    if (!ids) this.#byQueue.set(sub.queue, ids = new Set());
+    ids.add(id);
   }
 
   get(key: Buffer): Subscription | undefined { return this.#subs.get(key.toString('latin1')); }
+  getById(id: string): Subscription | undefined { return this.#subs.get(id); }
+  /** The ids of a queue's subscriptions (live view: do not delete while iterating). */
+  idsOf(queue: string): ReadonlySet<string> | undefined { return this.#byQueue.get(queue); }
 
   list(): Array<{ container: string; link: string } & Subscription> {
     return [...this.#subs.entries()].map(([k, s]) => {
@@ -63,12 +89,46 @@ export class DurableSubscriptions {
   }
 
   save(key: Buffer, sub: Subscription): void {
-    this.#subs.set(key.toString('latin1'), sub);
+    const id = key.toString('latin1');
+    this.#set(id, sub);
+    this.#dirty.delete(id);
     this.#committer?.addQuiet([{ type: 'put', key, value: Buffer.from(JSON.stringify(sub)) }]);
   }
 
+  /**
+   * The position of `sub` moved over events it skips (no delivery): written with the next
+   * save, or within TOUCH_FLUSH_MS, not once per event (a filter that matches little would
+   * write a row per message). A crash may lose the last second of such moves: the position is
+   * then older, never past anything not done.
+   */
+  touch(id: string, sub: Subscription): void {
+    if (this.#subs.get(id) !== sub) return; // ended meanwhile
+    this.#dirty.add(id);
+    if (!this.#flushTimer) {
+      this.#flushTimer = setTimeout(() => { this.#flushTimer = undefined; this.flush(); }, TOUCH_FLUSH_MS);
+      this.#flushTimer.unref?.();
+    }
+  }
+
+  /** Writes the touched positions (`id`: that one only). */
+  flush(id?: string): void {
+    for (const d of id === undefined ? [...this.#dirty] : this.#dirty.has(id) ? [id] : []) {
+      const sub = this.#subs.get(d);
+      if (sub) this.save(Buffer.from(d, 'latin1'), sub); else this.#dirty.delete(d);
+    }
+  }
+
+  stop(): void {
+    if (this.#flushTimer) { clearTimeout(this.#flushTimer); this.#flushTimer = undefined; }
+    this.flush();
+  }
+
   delete(key: Buffer): boolean {
-    const had = this.#subs.delete(key.toString('latin1'));
+    const id = key.toString('latin1');
+    const sub = this.#subs.get(id);
+    const had = this.#subs.delete(id);
+    this.#dirty.delete(id);
+    if (sub) { const ids = this.#byQueue.get(sub.queue); ids?.delete(id); if (ids?.size === 0) this.#byQueue.delete(sub.queue); }
     if (had) this.#committer?.addQuiet([{ type: 'del', key }]);
     return had;
   }
@@ -87,18 +147,33 @@ export class DurableSubscriptions {
  * so once it reaches the front the position stays there for the rest of the link, and the next
  * attach resumes from it: from then on nothing is tracked (it was one entry per delivery, kept
  * for the life of the link).
+ *
+ * Events the link's reader passes without a delivery (its filter skips them) move the position
+ * too, once everything sent before them is settled (`passed`): the position means "everything
+ * up to here is done", and one that moved only on deliveries stayed behind a run of skipped
+ * events until the log dropped them, and the next attach was refused though nothing was
+ * missed. Those moves are written coalesced (DurableSubscriptions.touch).
  */
 export class DurableSink implements DeliverySink {
   readonly inner: DeliverySink;
   readonly #subs: DurableSubscriptions;
   readonly #key: Buffer;
   readonly #sub: Subscription;
-  #outstanding: Array<{ position: number; done: boolean; released?: boolean }> = [];
+  #outstanding: Array<{ position: number; done: boolean; released?: boolean; passed?: boolean }> = [];
   /** A released delivery holds the position for the rest of this link. */
   #held = false;
+  /** The newest position this link has sent or passed. */
+  #reached = -1;
+  /**
+   * The position may not pass this: an event this link would have delivered was dropped by the
+   * log bound before the reader reached it (the reader skips what is gone, and its later
+   * deliveries and passes would have moved the position over the gap).
+   */
+  #limit = Infinity;
 
   constructor(inner: DeliverySink, subs: DurableSubscriptions, key: Buffer, sub: Subscription) {
     this.inner = inner; this.#subs = subs; this.#key = key; this.#sub = sub;
+    this.#reached = sub.position ?? -1; // a resumed link reads after its position
   }
   /** Deliveries whose outcome the position still waits for (statistics, tests). */
   get tracked(): number { return this.#outstanding.length; }
@@ -111,6 +186,7 @@ export class DurableSink implements DeliverySink {
   close(error?: TidemarkError): void { if (error) this.closedWithError = true; this.inner.close(error); }
 
   send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {
+    if (opts?.position !== undefined && opts.position > this.#reached) this.#reached = opts.position;
     if (opts?.position === undefined || this.#held) { this.inner.send(bytes, onOutcome, opts); return; }
     const item: { position: number; done: boolean; released?: boolean } = { position: opts.position, done: false };
     this.#outstanding.push(item);
@@ -134,19 +210,46 @@ export class DurableSink implements DeliverySink {
   /** A position reached without a delivery (the snapshot end on a link without markers). */
   advanceTo(position: number): void {
     if (this.#held) return;
+    if (position > this.#reached) this.#reached = position;
     this.#outstanding.push({ position, done: true });
     this.#advance();
   }
 
-  #advance(): void {
+  /** The reader passed every event up to `position` (DeliverySink.passed): moved over once what was sent before is settled. */
+  passed(position: number): void {
+    if (this.#held || position <= this.#reached) return;
+    this.#reached = position;
+    // One entry for a run of passes (a reader skipping thousands behind an unsettled delivery).
+    const last = this.#outstanding[this.#outstanding.length - 1];
+    if (last?.passed) last.position = position;
+    else this.#outstanding.push({ position, done: true, passed: true });
+    this.#advance(false);
+  }
+
+  /**
+   * The log bound dropped event `scn`; `matches` says whether this link would have delivered
+   * it. One the reader had not reached yet is lost to the subscription: its position stays
+   * before it, and the next attach is refused (decisions.md).
+   */
+  dropped(scn: number, matches: () => boolean): void {
+    // (a new subscription whose reader has not begun starts after what is gone by then)
+    if (this.#reached < 0) return;
+    if (scn > this.#reached && scn - 1 < this.#limit && matches()) this.#limit = scn - 1;
+  }
+
+  /** `save`: write now (an accept), else with the coalesced writes (positions passed). */
+  #advance(save = true): void {
     let moved = false;
     while (this.#outstanding.length && this.#outstanding[0].done) {
       const it = this.#outstanding.shift()!;
-      if (it.position >= 0 && (this.#sub.position === null || it.position > this.#sub.position)) { this.#sub.position = it.position; moved = true; }
+      const position = Math.min(it.position, this.#limit);
+      if (position >= 0 && (this.#sub.position === null || position > this.#sub.position)) { this.#sub.position = position; moved = true; }
     }
     if (this.#outstanding[0]?.released) { this.#held = true; this.#outstanding = []; }
     // Only while it is still the subscription: an accept arriving after a detach with
     // closed=true (or SUBSCRIPTION-DELETE) wrote the deleted subscription back, for good.
-    if (moved && this.#subs.get(this.#key) === this.#sub) this.#subs.save(this.#key, this.#sub);
+    if (moved && this.#subs.get(this.#key) === this.#sub) {
+      if (save) this.#subs.save(this.#key, this.#sub); else this.#subs.touch(this.#key.toString('latin1'), this.#sub);
+    }
   }
 }

@@ -10,12 +10,17 @@ import type { Extension, ConsumerRequest, OpenNext } from '../../core/extensions
 import type { Queue } from '../../core/queue/queue.js';
 import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
 import type { BrokerContext } from '../../core/broker-context.js';
+import type { Entry } from '../../core/queue/entry.js';
+import type { FilterEnv } from '../../core/queue/filter-env.js';
+import { MessageEnv } from '../../core/queue/filter-env.js';
+import { decodeMessage } from '../../codec/message-bytes.js';
 import { ListStructure } from '../../core/queue/list-structure.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { SowConsumer, type CheckpointPlan } from '../sow/sow-consumer.js';
 import { commandOf, listAnnotations, listMarker, COMMAND, BOOKMARK, OPTIONS } from '../sow/index.js';
-import { isLogBounded, oldestRetained } from '../replay/index.js';
+import { isLogBounded, oldestRetained, droppedByLogBound } from '../replay/index.js';
+import type { SowEvent } from '../sow/sow-structure.js';
 import { MarkerSink } from '../sow/marker-sink.js';
 import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
 import { DurableSubscriptions, DurableSink, subscriptionKey, type Subscription } from './durable.js';
@@ -211,6 +216,32 @@ function resumeDurable(queue: Queue, req: ConsumerRequest, sink: DeliverySink, p
   return undefined;
 }
 
+type Predicate = (env: FilterEnv) => boolean;
+
+/**
+ * The values of a link's message-selecting filters, by symbol, as kept in its subscription
+ * (Subscription.selectors); undefined when one of them is not text (not kept: the broker
+ * then skips nothing for the subscription while it is detached).
+ */
+function selectorsOf(req: ConsumerRequest): Record<string, string> | undefined {
+  const out: Record<string, string> = {};
+  for (const [symbol, parsed] of req.filters) {
+    if (!parsed.predicate) continue;
+    let v: any;
+    try { v = JSON.parse(req.filterTexts?.get(symbol) ?? 'null'); } catch { return undefined; }
+    if (typeof v === 'string') out[symbol] = v;
+    else if (v && v.type === 'Buffer' && Array.isArray(v.data)) out[symbol] = Buffer.from(v.data).toString('utf8'); // (as the filter reads a binary value)
+    else return undefined;
+  }
+  return out;
+}
+
+/** Whether an event passes every predicate; a predicate that throws counts as a match (nothing is skipped on a doubt). */
+function matchesAll(preds: Predicate[], env: FilterEnv): boolean {
+  try { for (const p of preds) if (!p(env)) return false; } catch { return true; }
+  return true;
+}
+
 /** A durable subscription's filters as one text, bookmark and checkpoint left out (they only say where it starts). */
 function subscriptionFilters(req: ConsumerRequest): string {
   const texts = req.filterTexts ?? new Map<string, string>();
@@ -221,6 +252,109 @@ export function checkpointsExtension(): Extension {
   const durables = new DurableSubscriptions();
   /** The link attached to each durable subscription now, by subscription key (latin1): ends it with that error (taken over, or the subscription deleted). */
   const attached = new Map<string, (error: TidemarkError) => void>();
+  /** The sink of the link attached to each subscription now, by id. */
+  const sinks = new Map<string, DurableSink>();
+  /** Each subscription's predicates: its link's, or rebuilt from its record (null: not known). */
+  const predicateCache = new WeakMap<Subscription, Predicate[] | null>();
+  /** Structures whose removals or events move detached subscriptions (watch). */
+  const watched = new WeakSet<object>();
+  let broker: BrokerContext | undefined;
+
+  function predicatesOf(sub: Subscription, queue: Queue): Predicate[] | null {
+    const c = predicateCache.get(sub);
+    if (c !== undefined) return c;
+    let preds: Predicate[] | null = [];
+    if (sub.filters !== '') {
+      if (!sub.selectors || !broker) preds = null;
+      else {
+        for (const [symbol, value] of Object.entries(sub.selectors)) {
+          let p: Predicate | undefined;
+          try { p = broker.extensions.filter(symbol)?.parse(value, { queue }).predicate; } catch { p = undefined; }
+          if (!p) { preds = null; break; }
+          preds.push(p);
+        }
+      }
+    }
+    predicateCache.set(sub, preds);
+    return preds;
+  }
+
+  /** A subscription that is this queue's, not attached, at a position: one a removal or an event may move. */
+  function detachedAt(id: string, queue: Queue): Subscription | undefined {
+    if (sinks.has(id)) return undefined;
+    const sub = durables.getById(id);
+    if (!sub || sub.position === null || (sub.queueCreated !== undefined && sub.queueCreated !== queue.def.created)) return undefined;
+    return sub;
+  }
+
+  /**
+   * A detached subscription's position moves over events its filter skips, as its link's would
+   * (DurableSink.passed), where the log is about to lose them: on a plain queue when the entry
+   * right after the position leaves (the log bound, or any other removal), on a SOW queue as
+   * events commit while it is at the head. Without it a subscription whose filter matches
+   * little was refused on its next attach once log.max_count such events had passed, though it
+   * missed nothing. Only an event right after the position moves it (nothing between is
+   * unknown), and never one its filter may match; with filters not known (a record from before
+   * they were kept, a filter that is not text) nothing moves.
+   */
+  function watch(queue: Queue): void {
+    const st = queue.structure;
+    if (watched.has(st)) return;
+    if (st instanceof ListStructure) {
+      // Only a log-bounded plain queue refuses a position behind its oldest message.
+      if (!isLogBounded(st)) return;
+      watched.add(st);
+      st.onRemoved.push((e) => listRemoved(queue, e));
+    } else if (st instanceof SowStructure) {
+      watched.add(st);
+      watchSow(queue, st);
+    }
+  }
+
+  function listRemoved(queue: Queue, e: Entry): void {
+    if (!e.committed) return; // a failed publish's own entry, never an event
+    const ids = durables.idsOf(queue.name);
+    if (!ids?.size) return;
+    let env: FilterEnv | undefined;
+    const matches = (preds: Predicate[] | null) => preds === null || preds.length === 0 || matchesAll(preds, env ??= e.env ?? new MessageEnv(e.view ?? decodeMessage(e.bytes)));
+    for (const id of ids) {
+      const live = sinks.get(id);
+      if (live) {
+        // The attached link's reader may not have reached it: gone by the log bound, it is lost to the link.
+        const sub = durables.getById(id);
+        if (sub && droppedByLogBound(e)) live.dropped(e.scn, () => matches(predicatesOf(sub, queue)));
+        continue;
+      }
+      const sub = detachedAt(id, queue);
+      if (!sub || e.scn !== sub.position! + 1 || matches(predicatesOf(sub, queue))) continue;
+      sub.position = e.scn;
+      durables.touch(id, sub);
+    }
+  }
+
+  function watchSow(queue: Queue, s: SowStructure): void {
+    // The SCN of the last committed event: a subscription at it has nothing between it and the next.
+    let prev = queue.committedScn;
+    s.onCommitted.push((ev) => {
+      const ids = durables.idsOf(queue.name);
+      if (ids?.size) sowEvent(queue, ids, prev, ev);
+      prev = ev.scn;
+    });
+  }
+
+  /** A committed SOW event `ev`, the one after `prev`: detached subscriptions at `prev` whose filter skips it pass it. */
+  function sowEvent(queue: Queue, ids: ReadonlySet<string>, prev: number, ev: SowEvent): void {
+    let env: FilterEnv | undefined;
+    for (const id of ids) {
+      const sub = detachedAt(id, queue);
+      if (!sub || sub.position! < prev || sub.position! >= ev.scn) continue;
+      const preds = predicatesOf(sub, queue);
+      // (a resumed link sends a delete, as any event, when the record's last state matches)
+      if (preds === null || preds.length === 0 || matchesAll(preds, env ??= new MessageEnv(ev.view ??= decodeMessage(ev.bytes)))) continue;
+      sub.position = ev.scn;
+      durables.touch(id, sub);
+    }
+  }
 
   /** The link's own consumer (checkpointed, or whatever the extensions below open). */
   function open(queue: Queue, req: ConsumerRequest, sink: DeliverySink, next: OpenNext): Consumer {
@@ -262,10 +396,18 @@ export function checkpointsExtension(): Extension {
     if (sub && sub.filters !== undefined && sub.filters !== filters) {
       throw new TidemarkError(Conditions.preconditionFailed, `durable subscription ${req.containerId}/${req.linkName} was made with filters ${sub.filters || '(none)'}, and this attach asks for ${filters || '(none)'}: attach with the same filters, or end the subscription (detach with closed=true, or SUBSCRIPTION-DELETE) to make a new one`);
     }
-    if (sub && sub.filters === undefined) { sub.filters = filters; durables.save(key, sub); }
+    // (records from before filters, or selectors, were kept take this attach's)
+    if (sub && (sub.filters === undefined || sub.selectors === undefined)) {
+      sub.filters = filters;
+      const selectors = selectorsOf(req);
+      if (selectors) sub.selectors = selectors;
+      durables.save(key, sub);
+    }
     // A new subscription is stored once its link is open: a refused attach leaves none.
     const fresh = !sub;
-    if (!sub) sub = { queue: queue.name, position: null, created: queue.ctx.clock.now(), user: req.user, queueCreated: queue.def.created, filters };
+    if (!sub) sub = { queue: queue.name, position: null, created: queue.ctx.clock.now(), user: req.user, queueCreated: queue.def.created, filters, selectors: selectorsOf(req) };
+    predicateCache.set(sub, req.predicates);
+    watch(queue);
     const dsink = new DurableSink(sink, durables, key, sub);
     // A `sow` is answered again (a query has no position to resume), and a sow_and_subscribe
     // with oof or a page gets a new snapshot (above).
@@ -274,11 +416,15 @@ export function checkpointsExtension(): Extension {
     if (fresh) durables.save(key, sub);
     // the new link is open: the old one, if any, goes
     attached.get(id)?.(new TidemarkError(Conditions.linkStolen, `durable subscription ${req.containerId}/${req.linkName} on queue ${queue.name} was attached again (connection ${req.connectionId}); this link is detached`));
+    sinks.set(id, dsink);
+    // Detached: its position is the broker's to move again (watch), and what its link passed is written now.
+    const detached = () => { if (sinks.get(id) === dsink) sinks.delete(id); durables.flush(id); };
     let stolen = false;
     const steal = (error: TidemarkError) => {
       stolen = true;
       if (attached.get(id) === steal) attached.delete(id);
       inner.close();
+      detached();
       sink.close(error);
     };
     attached.set(id, steal);
@@ -292,6 +438,7 @@ export function checkpointsExtension(): Extension {
         // A client's detach with closed=true ends it; one answering the broker's detach with an
         // error (scn-not-found) does not: the subscription stays where it was, to be told again.
         if (o?.linkClosed && !dsink.closedWithError) durables.delete(key);
+        detached();
       },
     };
   }
@@ -332,6 +479,7 @@ export function checkpointsExtension(): Extension {
       },
     },
     async start(b) {
+      broker = b;
       await durables.load(b.store, b.committer);
       // Subscriptions whose queue did not survive the restart (a non-durable one) end with it,
       // as those of a deleted queue do: a queue of that name made later is another queue.
@@ -341,8 +489,10 @@ export function checkpointsExtension(): Extension {
         durables.delete(subscriptionKey(s.container, s.link));
         log.info('durable subscription ended: its queue is gone', { container: s.container, link: s.link, queue: s.queue });
       }
+      for (const s of durables.list()) { const q = b.nodes.get(s.queue); if (q) watch(q); }
       durablesByBroker.set(b, durables);
       b.nodes.onDeleted.push((q) => durables.deleteForQueue(q.name));
     },
+    stop() { durables.stop(); },
   };
 }

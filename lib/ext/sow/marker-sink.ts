@@ -22,8 +22,12 @@ export class MarkerSink implements DeliverySink {
 
   flush(): void {
     while (this.#pending.length && this.inner.credit() > 0) { const m = this.#pending.shift()!; this.inner.send(m.bytes, undefined, { settled: true, position: m.position }); }
+    if (!this.#pending.length && this.#passed >= 0) { const p = this.#passed; this.#passed = -1; this.inner.passed?.(p); }
     if (!this.#pending.length && this.#closeAfter) { const c = this.#closeAfter; this.#closeAfter = undefined; this.inner.close(c.error); }
   }
+  /** Passed up to here; handed on once the markers queued before it are sent (a group_end still waiting holds a durable position). */
+  #passed = -1;
+  passed(position: number): void { if (position > this.#passed) this.#passed = position; this.flush(); }
   credit(): number { this.flush(); return this.#pending.length || this.#closeAfter ? 0 : this.inner.credit(); }
   send(bytes: Buffer, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void { this.inner.send(bytes, onOutcome, opts); }
   sendSplit(m: SplitMessage, onOutcome?: (o: Outcome) => void, opts?: SendOptions): void {

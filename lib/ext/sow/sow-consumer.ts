@@ -794,7 +794,12 @@ export class SowConsumer implements Consumer {
           }
           const ev = this.#nextEvent();
           if (ev === 'wait') break;
-          if (!ev) break;
+          if (!ev) {
+            // Caught up: the events its filter skipped are passed (a durable position moves over
+            // them), unless a message for one is still held back (conflation, outbox).
+            if (!this.#conflated.size && !this.#outbox.length) this.#sink.passed(this.#position);
+            break;
+          }
           const cp = this.#plan.checkpoint;
           if (cp && this.#plan.options.conflation) this.#beforeEvent = this.#passedCheckpoint();
           this.#position = ev.scn;

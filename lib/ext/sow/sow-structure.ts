@@ -150,6 +150,8 @@ export class SowStructure implements QueueStructure {
   historyVersions = 0;
   #bytes = 0;
   readonly #subscribers = new Set<{ wake(): void; close(error?: TidemarkError): void }>();
+  /** Hooks run on each committed event, in SCN order (extensions; not consumers). */
+  readonly onCommitted: Array<(ev: SowEvent) => void> = [];
   /** Extension hook: opens the consumer for a request (set by the SOW extension). */
   openConsumerImpl?: (s: SowStructure, req: ConsumerRequest, sink: DeliverySink) => Consumer;
 
@@ -377,6 +379,7 @@ export class SowStructure implements QueueStructure {
         this.ring.push(ev);
         // Trim in chunks: one splice per RING_CHUNK events, not one per event.
         if (this.ring.length > RING_CAPACITY + RING_CHUNK) this.#trimRing(this.ring.length - RING_CAPACITY);
+        for (const h of this.onCommitted) h(ev);
         for (const s of this.#subscribers) s.wake();
       },
       failed: () => {
