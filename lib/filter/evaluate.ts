@@ -6,6 +6,11 @@
  * patterns are pre-compiled. Only the string functions (UPPER, LOWER) and bigint arithmetic
  * create new values.
  *
+ * The operations whose cost grows with a string's length (LIKE, INSTR, UPPER/LOWER,
+ * BEGINS/ENDS against computed items) draw on one Budget per compiled filter, refilled to
+ * FILTER_LIMITS.MAX_EVAL_STEPS each time `matches`/`evaluate` starts; one that would go past
+ * what is left is NULL (lib/filter/search.ts).
+ *
  * Values are three-valued where it matters: a condition is true, false or null (NULL).
  */
 import type { Expr } from './ast.js';
@@ -18,7 +23,8 @@ import { FilterSyntaxError } from './errors.js';
 import { compileJmsLike } from './like.js';
 import { FILTER_LIMITS } from './limits.js';
 import { parseFilter, type Dialect } from './parser.js';
-import { RegexError, compileRegex, type StringMatcher } from './regex.js';
+import { RegexError, RegexTotalError, compileRegex, type StringMatcher } from './regex.js';
+import { LiteralFinder, OUT_OF_BUDGET, findDynamic, type Budget } from './search.js';
 import type { Filter, FilterEnv } from './types.js';
 
 type Fn = (env: FilterEnv) => unknown;
@@ -93,12 +99,13 @@ function between(v: unknown, lo: unknown, hi: unknown): boolean | null {
   return and3(compareValues(OP_GE, v, lo), compareValues(OP_LE, v, hi));
 }
 
-function likeTest(m: StringMatcher, v: unknown): boolean | null {
+function likeTest(m: StringMatcher, v: unknown, budget: Budget): boolean | null {
   if (v === null) return null;
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
-      const x = likeTest(m, normalize(v[i]));
+      if (budget.left <= 0) return null; // spent: the elements left are unknown (and an array may hold millions)
+      const x = likeTest(m, normalize(v[i]), budget);
       if (x === true) return true;
       if (x === null) r = null;
     }
@@ -106,7 +113,14 @@ function likeTest(m: StringMatcher, v: unknown): boolean | null {
   }
   const s = stringView(v);
   if (s === null || s.length > FILTER_LIMITS.MAX_MATCH_INPUT) return null;
-  return m.test(s);
+  return m.match(s, budget);
+}
+
+/** Takes `cost` steps from the budget: false (and nothing left) when there are not that many. */
+function spend(budget: Budget, cost: number): boolean {
+  if (cost > budget.left) { budget.left = 0; return false; }
+  budget.left -= cost;
+  return true;
 }
 
 /** BEGINS WITH / ENDS WITH against constant strings (`hasNull`: a NULL item was listed). */
@@ -129,13 +143,17 @@ function affixTest(v: unknown, list: readonly string[], hasNull: boolean, ends: 
   return hasNull ? null : false;
 }
 
-/** BEGINS WITH / ENDS WITH against items computed per message. */
-function affixDynamic(v: unknown, env: FilterEnv, fns: readonly Fn[], ends: boolean): boolean | null {
+/**
+ * BEGINS WITH / ENDS WITH against items computed per message. Each comparison costs the
+ * shorter length in steps (both strings may be as long as the message).
+ */
+function affixDynamic(v: unknown, env: FilterEnv, fns: readonly Fn[], ends: boolean, budget: Budget): boolean | null {
   if (v === null) return null;
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
-      const x = affixDynamic(normalize(v[i]), env, fns, ends);
+      if (budget.left <= 0) return null; // spent: the elements left are unknown
+      const x = affixDynamic(normalize(v[i]), env, fns, ends, budget);
       if (x === true) return true;
       if (x === null) r = null;
     }
@@ -147,6 +165,7 @@ function affixDynamic(v: unknown, env: FilterEnv, fns: readonly Fn[], ends: bool
   for (let i = 0; i < fns.length; i++) {
     const p = stringView(fns[i]!(env));
     if (p === null) r = null;
+    else if (!spend(budget, 1 + Math.min(s.length, p.length))) return null;
     else if (ends ? s.endsWith(p) : s.startsWith(p)) return true;
   }
   return r;
@@ -193,6 +212,14 @@ function arith(op: number, a: number | bigint, b: number | bigint, dec: boolean)
 
 class Compiler {
   readonly #text: string;
+  /**
+   * The budget every compiled closure of this filter draws on. While compiling it is the
+   * budget of constant folding, one for the whole filter (so folding costs at most
+   * MAX_EVAL_STEPS in all); CompiledFilter refills it before each evaluation.
+   */
+  readonly budget: Budget = { left: FILTER_LIMITS.MAX_EVAL_STEPS };
+  /** Regex program states compiled so far (MAX_FILTER_REGEX_PROGRAM in all). */
+  #regexStates = 0;
   constructor(text: string) { this.#text = text; }
 
   compile(e: Expr): Compiled {
@@ -342,8 +369,8 @@ class Compiler {
       case 'like': {
         const v = this.#compile(e.value);
         const m = this.#likeMatcher(e);
-        const vf = v.fn;
-        return this.#fold([v], { fn: negateIf(e.negated, (env) => likeTest(m, vf(env))), dec: DK_INT, konst: false });
+        const vf = v.fn, budget = this.budget;
+        return this.#fold([v], { fn: negateIf(e.negated, (env) => likeTest(m, vf(env), budget)), dec: DK_INT, konst: false });
       }
       case 'begins': case 'ends': {
         const v = this.#compile(e.value);
@@ -358,7 +385,8 @@ class Compiler {
           fn = (env) => affixTest(vf(env), list, hasNull, ends);
         } else {
           const fns = Object.freeze(items.map((i) => i.fn));
-          fn = (env) => affixDynamic(vf(env), env, fns, ends);
+          const budget = this.budget;
+          fn = (env) => affixDynamic(vf(env), env, fns, ends, budget);
         }
         return this.#fold([v, ...items], { fn: negateIf(e.negated, fn), dec: DK_INT, konst: false });
       }
@@ -369,8 +397,15 @@ class Compiler {
 
   #likeMatcher(e: Expr & { kind: 'like' }): StringMatcher {
     try {
-      return e.mode === 'regex' ? compileRegex(e.pattern) : compileJmsLike(e.pattern, e.escape);
+      if (e.mode === 'jms') return compileJmsLike(e.pattern, e.escape);
+      const m = compileRegex(e.pattern, FILTER_LIMITS.MAX_FILTER_REGEX_PROGRAM - this.#regexStates);
+      this.#regexStates += m.states;
+      return m;
     } catch (err) {
+      if (err instanceof RegexTotalError) {
+        throw new FilterSyntaxError(`LIKE patterns of at most ${FILTER_LIMITS.MAX_FILTER_REGEX_PROGRAM} regex states in all`,
+          e.patternPos, this.#text, err.message);
+      }
       const offset = err instanceof RegexError ? err.offset : 0;
       const pos = Math.min(e.patternPos + 1 + offset, this.#text.length);
       throw new FilterSyntaxError(e.mode === 'regex' ? 'a supported regular expression' : 'a valid LIKE pattern',
@@ -381,13 +416,14 @@ class Compiler {
   #call(e: Expr & { kind: 'call' }): Compiled {
     const args = e.args.map((a) => this.#compile(a));
     const f0 = args[0]!.fn;
+    const budget = this.budget;
     let fn: Fn;
     switch (e.fn) {
-      case 'UPPER':
-        fn = (env) => { const s = stringView(f0(env)); return s === null ? null : s.toUpperCase(); };
+      case 'UPPER': // one step per code unit: a message's string may be megabytes
+        fn = (env) => { const s = stringView(f0(env)); return s === null || !spend(budget, 1 + s.length) ? null : s.toUpperCase(); };
         break;
       case 'LOWER':
-        fn = (env) => { const s = stringView(f0(env)); return s === null ? null : s.toLowerCase(); };
+        fn = (env) => { const s = stringView(f0(env)); return s === null || !spend(budget, 1 + s.length) ? null : s.toLowerCase(); };
         break;
       case 'LENGTH':
         fn = (env) => {
@@ -417,12 +453,22 @@ class Compiler {
         return this.#fold(args, { fn: coalesce, dec: DK_REG, konst: false });
       }
       case 'INSTR': {
-        const f1 = args[1]!.fn;
+        // Linear search (indexOf is not, for long needles: lib/filter/search.ts), on the budget.
+        const a1 = args[1]!;
+        const f1 = a1.fn;
+        const k = a1.konst ? stringView(a1.value) : null;
+        const finder = k === null ? null : new LiteralFinder(k);
         fn = (env) => {
           const s = stringView(f0(env));
           if (s === null) return null;
-          const t = stringView(f1(env));
-          return t === null ? null : s.indexOf(t) + 1;
+          let at: number;
+          if (finder !== null) at = finder.find(s, 0, s.length, budget);
+          else {
+            const t = stringView(f1(env));
+            if (t === null) return null;
+            at = findDynamic(s, t, budget);
+          }
+          return at === OUT_OF_BUDGET ? null : at + 1;
         };
         break;
       }
@@ -518,20 +564,24 @@ class CompiledFilter implements Filter {
   readonly dialect: Dialect;
   readonly usesBody: boolean;
   readonly #fn: Fn;
+  readonly #budget: Budget;
 
-  constructor(text: string, dialect: Dialect, usesBody: boolean, fn: Fn) {
+  constructor(text: string, dialect: Dialect, usesBody: boolean, fn: Fn, budget: Budget) {
     this.text = text;
     this.dialect = dialect;
     this.usesBody = usesBody;
     this.#fn = fn;
+    this.#budget = budget;
   }
 
   matches(env: FilterEnv): boolean {
+    this.#budget.left = FILTER_LIMITS.MAX_EVAL_STEPS;
     return this.#fn(env) === true;
   }
 
   /** The three-valued result (true, false or null for NULL), or a non-boolean value; for tests and tools. */
   evaluate(env: FilterEnv): unknown {
+    this.#budget.left = FILTER_LIMITS.MAX_EVAL_STEPS;
     return this.#fn(env);
   }
 }
@@ -546,6 +596,7 @@ export function compileFilter(text: string, dialect: Dialect = 'content'): Filte
   if (typeof text !== 'string') throw new TypeError('filter text must be a string');
   if (dialect !== 'content' && dialect !== 'selector') throw new TypeError(`unknown filter dialect ${String(dialect)}`);
   const ast = parseFilter(text, dialect);
-  const c = new Compiler(text).compile(ast);
-  return new CompiledFilter(text, dialect, readsBody(ast), c.fn);
+  const compiler = new Compiler(text);
+  const c = compiler.compile(ast);
+  return new CompiledFilter(text, dialect, readsBody(ast), c.fn, compiler.budget);
 }
