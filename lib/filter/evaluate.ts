@@ -6,10 +6,11 @@
  * patterns are pre-compiled. Only the string functions (UPPER, LOWER) and bigint arithmetic
  * create new values.
  *
- * The operations whose cost grows with a string's length (LIKE, INSTR, UPPER/LOWER,
- * BEGINS/ENDS against computed items) draw on one Budget per compiled filter, refilled to
- * FILTER_LIMITS.MAX_EVAL_STEPS each time `matches`/`evaluate` starts; one that would go past
- * what is left is NULL (lib/filter/search.ts).
+ * The work that grows with the message (LIKE, INSTR, UPPER/LOWER, BEGINS/ENDS against
+ * computed items, elements of arrays visited, long strings compared or read as numbers) draws
+ * on one Budget per compiled filter, refilled to FILTER_LIMITS.MAX_EVAL_STEPS each time
+ * `matches`/`evaluate` starts; an operation that would go past what is left is NULL
+ * (lib/filter/search.ts).
  *
  * Values are three-valued where it matters: a condition is true, false or null (NULL).
  */
@@ -24,7 +25,7 @@ import { compileJmsLike } from './like.js';
 import { FILTER_LIMITS } from './limits.js';
 import { parseFilter, type Dialect } from './parser.js';
 import { RegexError, RegexTotalError, compileRegex, type StringMatcher } from './regex.js';
-import { LiteralFinder, OUT_OF_BUDGET, findDynamic, type Budget } from './search.js';
+import { LiteralFinder, OUT_OF_BUDGET, findDynamic, spend, type Budget } from './search.js';
 import type { Filter, FilterEnv } from './types.js';
 
 type Fn = (env: FilterEnv) => unknown;
@@ -48,8 +49,16 @@ interface Compiled {
  */
 let LAST_DEC = false;
 
-function isDecValue(v: unknown): boolean {
-  return typeof v === 'number' ? !Number.isInteger(v) : typeof v === 'string' ? isDecimalText(v) : false;
+/**
+ * Whether a value is a decimal for `/`. A long string costs a step per 16 code units; when
+ * the budget cannot pay, false: arithmetic on that string is NULL anyway, as reading it as a
+ * number then finds the budget spent.
+ */
+function isDecValue(v: unknown, budget: Budget): boolean {
+  if (typeof v === 'number') return !Number.isInteger(v);
+  if (typeof v !== 'string') return false;
+  if (v.length > 64 && !spend(budget, v.length >> 4)) return false;
+  return isDecimalText(v);
 }
 
 const COMPARE_CODES = { '=': OP_EQ, '<>': OP_NE, '<': OP_LT, '<=': OP_LE, '>': OP_GT, '>=': OP_GE } as const;
@@ -75,28 +84,29 @@ function negateIf(negated: boolean, fn: Fn): Fn {
 
 // ---- helpers used per evaluation (no closures created here) ----
 
-function inList(v: unknown, vals: readonly unknown[]): boolean | null {
+function inList(v: unknown, vals: readonly unknown[], budget: Budget): boolean | null {
   let r: boolean | null = false;
   for (let i = 0; i < vals.length; i++) {
-    const c = compareValues(OP_EQ, v, vals[i]);
+    const c = compareValues(OP_EQ, v, vals[i], budget);
     if (c === true) return true;
     if (c === null) r = null;
   }
   return r;
 }
 
-function between(v: unknown, lo: unknown, hi: unknown): boolean | null {
+function between(v: unknown, lo: unknown, hi: unknown, budget: Budget): boolean | null {
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
+      if (!spend(budget, 1)) return null;
       const e = normalize(v[i]);
-      const x = e === null ? null : between(e, lo, hi);
+      const x = e === null ? null : between(e, lo, hi, budget);
       if (x === true) return true;
       if (x === null) r = null;
     }
     return r;
   }
-  return and3(compareValues(OP_GE, v, lo), compareValues(OP_LE, v, hi));
+  return and3(compareValues(OP_GE, v, lo, budget), compareValues(OP_LE, v, hi, budget));
 }
 
 function likeTest(m: StringMatcher, v: unknown, budget: Budget): boolean | null {
@@ -104,7 +114,7 @@ function likeTest(m: StringMatcher, v: unknown, budget: Budget): boolean | null 
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
-      if (budget.left <= 0) return null; // spent: the elements left are unknown (and an array may hold millions)
+      if (!spend(budget, 1)) return null; // an element visited: a step (an array may hold millions)
       const x = likeTest(m, normalize(v[i]), budget);
       if (x === true) return true;
       if (x === null) r = null;
@@ -116,20 +126,14 @@ function likeTest(m: StringMatcher, v: unknown, budget: Budget): boolean | null 
   return m.match(s, budget);
 }
 
-/** Takes `cost` steps from the budget: false (and nothing left) when there are not that many. */
-function spend(budget: Budget, cost: number): boolean {
-  if (cost > budget.left) { budget.left = 0; return false; }
-  budget.left -= cost;
-  return true;
-}
-
 /** BEGINS WITH / ENDS WITH against constant strings (`hasNull`: a NULL item was listed). */
-function affixTest(v: unknown, list: readonly string[], hasNull: boolean, ends: boolean): boolean | null {
+function affixTest(v: unknown, list: readonly string[], hasNull: boolean, ends: boolean, budget: Budget): boolean | null {
   if (v === null) return null;
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
-      const x = affixTest(normalize(v[i]), list, hasNull, ends);
+      if (!spend(budget, 1)) return null; // an element visited: a step
+      const x = affixTest(normalize(v[i]), list, hasNull, ends, budget);
       if (x === true) return true;
       if (x === null) r = null;
     }
@@ -152,7 +156,7 @@ function affixDynamic(v: unknown, env: FilterEnv, fns: readonly Fn[], ends: bool
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
-      if (budget.left <= 0) return null; // spent: the elements left are unknown
+      if (!spend(budget, 1)) return null; // an element visited: a step
       const x = affixDynamic(normalize(v[i]), env, fns, ends, budget);
       if (x === true) return true;
       if (x === null) r = null;
@@ -242,10 +246,10 @@ class Compiler {
         return constant(v, typeof v === 'string' ? DK_RAW : e.decimal ? DK_DEC : DK_INT);
       }
       case 'path': {
-        const path = e.path;
+        const path = e.path, budget = this.budget;
         return {
           fn: (env) => {
-            const v = env.bodyPath(path);
+            const v = env.bodyPath(path, budget);
             return typeof v === 'number' ? (v === v ? v : null) : typeof v === 'string' ? (v === '' ? null : v) : normalize(v);
           },
           dec: DK_RAW, konst: false,
@@ -263,12 +267,12 @@ class Compiler {
       }
       case 'negate': {
         const o = this.#compile(e.operand);
-        const f = o.fn, k = o.dec;
+        const f = o.fn, k = o.dec, budget = this.budget;
         return this.#fold([o], {
           fn: (env) => {
             const v = f(env);
-            LAST_DEC = k === DK_REG ? LAST_DEC : k === DK_RAW ? isDecValue(v) : k === DK_DEC;
-            const n = numericView(v);
+            LAST_DEC = k === DK_REG ? LAST_DEC : k === DK_RAW ? isDecValue(v, budget) : k === DK_DEC;
+            const n = numericView(v, budget);
             if (n === null) return null;
             return typeof n === 'number' ? (n === 0 ? 0 : -n) : normBig(-n);
           },
@@ -278,14 +282,14 @@ class Compiler {
       case 'arith': {
         const l = this.#compile(e.left), r = this.#compile(e.right);
         const lf = l.fn, rf = r.fn, lk = l.dec, rk = r.dec;
-        const op = ARITH_CODES[e.op];
+        const op = ARITH_CODES[e.op], budget = this.budget;
         return this.#fold([l, r], {
           fn: (env) => {
             const av = lf(env);
-            const ad = lk === DK_REG ? LAST_DEC : lk === DK_RAW ? isDecValue(av) : lk === DK_DEC;
+            const ad = lk === DK_REG ? LAST_DEC : lk === DK_RAW ? isDecValue(av, budget) : lk === DK_DEC;
             const bv = rf(env);
-            const bd = rk === DK_REG ? LAST_DEC : rk === DK_RAW ? isDecValue(bv) : rk === DK_DEC;
-            const a = numericView(av), b = numericView(bv);
+            const bd = rk === DK_REG ? LAST_DEC : rk === DK_RAW ? isDecValue(bv, budget) : rk === DK_DEC;
+            const a = numericView(av, budget), b = numericView(bv, budget);
             LAST_DEC = ad || bd;
             if (a === null || b === null) return null;
             return arith(op, a, b, ad || bd);
@@ -295,7 +299,7 @@ class Compiler {
       }
       case 'compare': {
         const l = this.#compile(e.left), r = this.#compile(e.right);
-        return this.#fold([l, r], { fn: compileCompare(COMPARE_CODES[e.op], l, r), dec: DK_INT, konst: false });
+        return this.#fold([l, r], { fn: compileCompare(COMPARE_CODES[e.op], l, r, this.budget), dec: DK_INT, konst: false });
       }
       case 'and': case 'or': {
         const cs = e.operands.map((o) => this.#compile(o));
@@ -314,14 +318,14 @@ class Compiler {
       }
       case 'between': {
         const v = this.#compile(e.value), lo = this.#compile(e.low), hi = this.#compile(e.high);
-        const vf = v.fn, lf = lo.fn, hf = hi.fn;
+        const vf = v.fn, lf = lo.fn, hf = hi.fn, budget = this.budget;
         let fn: Fn;
         if (lo.konst && hi.konst && typeof lo.value === 'number' && typeof hi.value === 'number') {
           const a = lo.value, b = hi.value;
           fn = (env) => {
             const x = vf(env);
             if (typeof x === 'number') return x >= a && x <= b;
-            return x === null ? null : between(x, a, b);
+            return x === null ? null : between(x, a, b, budget);
           };
         } else {
           fn = (env) => {
@@ -329,7 +333,7 @@ class Compiler {
             if (x === null) return null;
             const a = lf(env), b = hf(env);
             if (typeof x === 'number' && typeof a === 'number' && typeof b === 'number') return x >= a && x <= b;
-            return between(x, a, b);
+            return between(x, a, b, budget);
           };
         }
         return this.#fold([v, lo, hi], { fn: negateIf(e.negated, fn), dec: DK_INT, konst: false });
@@ -337,7 +341,7 @@ class Compiler {
       case 'in': {
         const v = this.#compile(e.value);
         const items = e.items.map((i) => this.#compile(i));
-        const vf = v.fn;
+        const vf = v.fn, budget = this.budget;
         let fn: Fn;
         if (items.every((i) => i.konst)) {
           const vals = Object.freeze(items.map((i) => i.value));
@@ -348,7 +352,7 @@ class Compiler {
             if (x === null) return null;
             if (strSet !== null && typeof x === 'string') return strSet.has(x);
             if (numSet !== null && typeof x === 'number') return numSet.has(x);
-            return inList(x, vals);
+            return inList(x, vals, budget);
           };
         } else {
           const fns = items.map((i) => i.fn);
@@ -357,7 +361,7 @@ class Compiler {
             if (x === null) return null;
             let r: boolean | null = false;
             for (let i = 0; i < fns.length; i++) {
-              const c = compareValues(OP_EQ, x, fns[i]!(env));
+              const c = compareValues(OP_EQ, x, fns[i]!(env), budget);
               if (c === true) return true;
               if (c === null) r = null;
             }
@@ -382,7 +386,8 @@ class Compiler {
           const views = items.map((i) => stringView(i.value));
           const list = Object.freeze(views.filter((s): s is string => s !== null));
           const hasNull = list.length !== views.length;
-          fn = (env) => affixTest(vf(env), list, hasNull, ends);
+          const budget = this.budget;
+          fn = (env) => affixTest(vf(env), list, hasNull, ends, budget);
         } else {
           const fns = Object.freeze(items.map((i) => i.fn));
           const budget = this.budget;
@@ -443,7 +448,7 @@ class Compiler {
             const v = fns[i]!(env);
             if (v !== null) {
               const k = decs[i];
-              LAST_DEC = k === DK_REG ? LAST_DEC : k === DK_RAW ? isDecValue(v) : k === DK_DEC;
+              LAST_DEC = k === DK_REG ? LAST_DEC : k === DK_RAW ? isDecValue(v, budget) : k === DK_DEC;
               return v;
             }
           }
@@ -478,29 +483,29 @@ class Compiler {
   }
 }
 
-function compileCompare(op: number, l: Compiled, r: Compiled): Fn {
-  if (l.konst && !r.konst) return compileCompare(SWAPPED[op]!, r, l);
+function compileCompare(op: number, l: Compiled, r: Compiled, budget: Budget): Fn {
+  if (l.konst && !r.konst) return compileCompare(SWAPPED[op]!, r, l, budget);
   const lf = l.fn, rf = r.fn;
   if (r.konst) {
     const k = r.value;
     if (k === null) return () => null;
     if (typeof k === 'number') {
       switch (op) {
-        case OP_EQ: return (env) => { const a = lf(env); return typeof a === 'number' ? a === k : compareValues(OP_EQ, a, k); };
-        case OP_NE: return (env) => { const a = lf(env); return typeof a === 'number' ? a !== k : compareValues(OP_NE, a, k); };
-        case OP_LT: return (env) => { const a = lf(env); return typeof a === 'number' ? a < k : compareValues(OP_LT, a, k); };
-        case OP_LE: return (env) => { const a = lf(env); return typeof a === 'number' ? a <= k : compareValues(OP_LE, a, k); };
-        case OP_GT: return (env) => { const a = lf(env); return typeof a === 'number' ? a > k : compareValues(OP_GT, a, k); };
-        default: return (env) => { const a = lf(env); return typeof a === 'number' ? a >= k : compareValues(OP_GE, a, k); };
+        case OP_EQ: return (env) => { const a = lf(env); return typeof a === 'number' ? a === k : compareValues(OP_EQ, a, k, budget); };
+        case OP_NE: return (env) => { const a = lf(env); return typeof a === 'number' ? a !== k : compareValues(OP_NE, a, k, budget); };
+        case OP_LT: return (env) => { const a = lf(env); return typeof a === 'number' ? a < k : compareValues(OP_LT, a, k, budget); };
+        case OP_LE: return (env) => { const a = lf(env); return typeof a === 'number' ? a <= k : compareValues(OP_LE, a, k, budget); };
+        case OP_GT: return (env) => { const a = lf(env); return typeof a === 'number' ? a > k : compareValues(OP_GT, a, k, budget); };
+        default: return (env) => { const a = lf(env); return typeof a === 'number' ? a >= k : compareValues(OP_GE, a, k, budget); };
       }
     }
     if (typeof k === 'string' && (op === OP_EQ || op === OP_NE)) {
       const eq = op === OP_EQ;
-      return (env) => { const a = lf(env); return typeof a === 'string' ? (a === k) === eq : compareValues(op, a, k); };
+      return (env) => { const a = lf(env); return typeof a === 'string' ? (a === k) === eq : compareValues(op, a, k, budget); };
     }
-    return (env) => compareValues(op, lf(env), k);
+    return (env) => compareValues(op, lf(env), k, budget);
   }
-  return (env) => compareValues(op, lf(env), rf(env));
+  return (env) => compareValues(op, lf(env), rf(env), budget);
 }
 
 function compileAnd(fns: readonly Fn[]): Fn {

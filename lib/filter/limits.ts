@@ -21,10 +21,12 @@ export const FILTER_LIMITS = {
   /** Most regex program instructions of all the content LIKE patterns of one filter together. */
   MAX_FILTER_REGEX_PROGRAM: 50000,
   /**
-   * Work one evaluation of a filter over one message may do in LIKE, INSTR, UPPER/LOWER and
-   * BEGINS/ENDS with computed items, in steps (a character scanned or compared, an NFA thread
-   * examined or state visited). An operation that would go past it is NULL, and so is every
-   * such operation after it in that evaluation.
+   * Work one evaluation of a filter over one message may do where it grows with the message,
+   * in steps: LIKE (an NFA thread examined or state visited, a code unit scanned), INSTR,
+   * UPPER/LOWER and BEGINS/ENDS with computed items (a code unit), array elements visited by
+   * comparisons, IN, BETWEEN and body paths (an element), strings compared (16 code units) or
+   * read as numbers (a code unit). An operation that would go past it is NULL, and so is
+   * every such operation after it in that evaluation (docs/filters.md "Limits").
    */
   MAX_EVAL_STEPS: 2_000_000,
 } as const;

@@ -19,6 +19,13 @@ export interface Budget {
   left: number;
 }
 
+/** Takes `cost` steps from the budget: false (and nothing left) when there are not that many. */
+export function spend(budget: Budget, cost: number): boolean {
+  if (cost > budget.left) { budget.left = 0; return false; }
+  budget.left -= cost;
+  return true;
+}
+
 /** A budget that never runs out: exact answers whatever they cost (tests, tools). */
 export function unlimited(): Budget {
   return { left: Infinity };

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { FILTER_LIMITS, FilterSyntaxError, compileFilter, type FilterEnv } from '../../../lib/filter/index.js';
+import { FILTER_LIMITS, FilterSyntaxError, compileFilter, lookupJsonPath, type FilterEnv } from '../../../lib/filter/index.js';
 
 /**
  * Bounded work per filter (session 22 review, docs/filters.md "Limits"): the regex states of
@@ -145,6 +145,65 @@ describe('filter work limits', () => {
       expect(ms).to.be.below(200);
       expect(compileFilter('/a BEGINS WITH /b').evaluate(env({ a: 'abc', b: 'ab' }))).to.equal(true);
       expect(compileFilter('/a ENDS WITH (/b, /c)').evaluate(env({ a: 'abc', b: 'x', c: 'bc' }))).to.equal(true);
+    });
+
+    describe('comparisons pay for what grows with the message', () => {
+      it('two arrays compared visit each pair: 20,000 × 20,000 is NULL in milliseconds (4 s before)', () => {
+        const a = new Array(20000).fill(1), b = new Array(20000).fill(2);
+        const f = compileFilter('/a = /b');
+        const [r, ms] = timed(() => f.evaluate(env({ a, b })));
+        expect(r).to.equal(null);
+        expect(ms).to.be.below(200);
+        expect(f.evaluate(env({ a: [1, 2, 3], b: [5, 3] })), 'exact within the budget').to.equal(true);
+        expect(f.evaluate(env({ a: [1, 2, 3], b: [5, 4] }))).to.equal(false);
+        expect(f.evaluate(env({ a: [1, 2], b: new Array(20000).fill(1) })), 'a pair found early is cheap').to.equal(true);
+      });
+
+      it('=, IN, BETWEEN and BEGINS WITH over an array of 3 M elements are NULL, many of them quickly', () => {
+        const big = new Array(3_000_000).fill(0);
+        for (const text of ['/a = 1', '/a IN (1, 2)', "/a IN (1, 'x')", '/a BETWEEN 1 AND 2', "/a BEGINS WITH 'x'", '/a = /n', '/a IN (/n)']) {
+          const f = compileFilter(Array.from({ length: 50 }, () => text).join(' OR '));
+          const [r, ms] = timed(() => f.evaluate(env({ a: big, n: 1 })));
+          expect(r, text).to.equal(null);
+          expect(ms, text).to.be.below(300);
+        }
+        expect(compileFilter('/a = 0').evaluate(env({ a: big })), 'a match found early is cheap').to.equal(true);
+        expect(compileFilter('/a = 1').evaluate(env({ a: [0, 1] }))).to.equal(true);
+        expect(compileFilter('/a NOT BETWEEN 1 AND 2').evaluate(env({ a: [0, 5] }))).to.equal(true);
+      });
+
+      it('a long string read as a number costs its length; compared with a string, a 16th of it', () => {
+        const digits = '1'.repeat(L.MAX_EVAL_STEPS + 1);
+        expect(compileFilter('/x = 5').evaluate(env({ x: digits })), 'too long to read as a number').to.equal(null);
+        expect(compileFilter('/x + 1 IS NULL').evaluate(env({ x: digits }))).to.equal(true);
+        expect(compileFilter('-/x IS NULL').evaluate(env({ x: digits }))).to.equal(true);
+        expect(compileFilter('/x > 5').evaluate(env({ x: '1'.repeat(1000) })), 'within it: exact').to.equal(true);
+        expect(compileFilter('/x > 5').evaluate(env({ x: 'x'.repeat(L.MAX_EVAL_STEPS + 1) })), 'not numeric from its first character: free').to.equal(true);
+        expect(compileFilter('(/x + 1) / 2').evaluate(env({ x: '2.0'.padStart(100, '0') })), 'decimal text').to.equal(1.5);
+        const s1 = 'a'.repeat(16 * L.MAX_EVAL_STEPS + 32);
+        const s2 = s1.slice(1) + 'b';
+        expect(compileFilter('/x < /y').evaluate(env({ x: s1, y: s2 }))).to.equal(null);
+        expect(compileFilter('/x < /y').evaluate(env({ x: 'a'.repeat(1000), y: 'a'.repeat(999) + 'b' }))).to.equal(true);
+        const f = compileFilter(Array.from({ length: 200 }, () => '/x = /y').join(' OR '));
+        const big = 'a'.repeat(1 << 20);
+        const [r, ms] = timed(() => f.evaluate(env({ x: big, y: big.slice(1) + 'b' })));
+        expect(r, '200 × 1 MiB / 16 is past the budget').to.equal(null);
+        expect(ms).to.be.below(200);
+      });
+    });
+
+    it('a body path crossing an array pays a step per element (lookupJsonPath given the budget)', () => {
+      const rec = { a: Array.from({ length: 1_000_000 }, () => ({ x: 0 })), s: 'ok' };
+      const jenv: FilterEnv = { bodyPath: (p, b) => lookupJsonPath(rec, p, b), property: () => undefined };
+      const f = compileFilter(Array.from({ length: 20 }, (_, i) => `/a/x = ${i + 1}`).join(' OR ') + " OR /s = 'ok'");
+      const [r, ms] = timed(() => f.evaluate(jenv));
+      expect(r, 'lookups that cross no array still read').to.equal(true);
+      expect(ms, '6.9 s before').to.be.below(500);
+      expect(compileFilter('/a/x = 1').evaluate(jenv), 'one fan-out of 1 M fits').to.equal(false);
+      expect(compileFilter('/a/x = 1 OR /a/x = 2 OR /a/x = 3').evaluate(jenv), 'the third does not').to.equal(null);
+      expect(lookupJsonPath(rec, ['a', 'x'], { left: 10 }), 'a lookup that cannot pay is undefined').to.equal(undefined);
+      expect((lookupJsonPath(rec, ['a', 'x']) as unknown[]).length, 'without a budget: exact').to.equal(1_000_000);
+      expect(lookupJsonPath({ a: [{ b: [{ c: 1 }, { c: 2 }] }, { b: { c: 3 } }] }, ['a', 'b', 'c'], { left: 100 })).to.deep.equal([1, 2, 3]);
     });
 
     it('constant LIKEs are folded under one budget for the whole compile', () => {
