@@ -6,6 +6,12 @@
  * patterns are pre-compiled. Only the string functions (UPPER, LOWER) and bigint arithmetic
  * create new values.
  *
+ * The work that grows with the message (LIKE, INSTR, UPPER/LOWER, BEGINS/ENDS against
+ * computed items, elements of arrays visited, long strings compared or read as numbers) draws
+ * on one Budget per compiled filter, refilled to FILTER_LIMITS.MAX_EVAL_STEPS each time
+ * `matches`/`evaluate` starts; an operation that would go past what is left is NULL
+ * (lib/filter/search.ts).
+ *
  * Values are three-valued where it matters: a condition is true, false or null (NULL).
  */
 import type { Expr } from './ast.js';
@@ -18,7 +24,8 @@ import { FilterSyntaxError } from './errors.js';
 import { compileJmsLike } from './like.js';
 import { FILTER_LIMITS } from './limits.js';
 import { parseFilter, type Dialect } from './parser.js';
-import { RegexError, compileRegex, type StringMatcher } from './regex.js';
+import { RegexError, RegexTotalError, compileRegex, type StringMatcher } from './regex.js';
+import { LiteralFinder, OUT_OF_BUDGET, findDynamic, spend, type Budget } from './search.js';
 import type { Filter, FilterEnv } from './types.js';
 
 type Fn = (env: FilterEnv) => unknown;
@@ -42,8 +49,16 @@ interface Compiled {
  */
 let LAST_DEC = false;
 
-function isDecValue(v: unknown): boolean {
-  return typeof v === 'number' ? !Number.isInteger(v) : typeof v === 'string' ? isDecimalText(v) : false;
+/**
+ * Whether a value is a decimal for `/`. A long string costs a step per 16 code units; when
+ * the budget cannot pay, false: arithmetic on that string is NULL anyway, as reading it as a
+ * number then finds the budget spent.
+ */
+function isDecValue(v: unknown, budget: Budget): boolean {
+  if (typeof v === 'number') return !Number.isInteger(v);
+  if (typeof v !== 'string') return false;
+  if (v.length > 64 && !spend(budget, v.length >> 4)) return false;
+  return isDecimalText(v);
 }
 
 const COMPARE_CODES = { '=': OP_EQ, '<>': OP_NE, '<': OP_LT, '<=': OP_LE, '>': OP_GT, '>=': OP_GE } as const;
@@ -69,36 +84,38 @@ function negateIf(negated: boolean, fn: Fn): Fn {
 
 // ---- helpers used per evaluation (no closures created here) ----
 
-function inList(v: unknown, vals: readonly unknown[]): boolean | null {
+function inList(v: unknown, vals: readonly unknown[], budget: Budget): boolean | null {
   let r: boolean | null = false;
   for (let i = 0; i < vals.length; i++) {
-    const c = compareValues(OP_EQ, v, vals[i]);
+    const c = compareValues(OP_EQ, v, vals[i], budget);
     if (c === true) return true;
     if (c === null) r = null;
   }
   return r;
 }
 
-function between(v: unknown, lo: unknown, hi: unknown): boolean | null {
+function between(v: unknown, lo: unknown, hi: unknown, budget: Budget): boolean | null {
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
+      if (!spend(budget, 1)) return null;
       const e = normalize(v[i]);
-      const x = e === null ? null : between(e, lo, hi);
+      const x = e === null ? null : between(e, lo, hi, budget);
       if (x === true) return true;
       if (x === null) r = null;
     }
     return r;
   }
-  return and3(compareValues(OP_GE, v, lo), compareValues(OP_LE, v, hi));
+  return and3(compareValues(OP_GE, v, lo, budget), compareValues(OP_LE, v, hi, budget));
 }
 
-function likeTest(m: StringMatcher, v: unknown): boolean | null {
+function likeTest(m: StringMatcher, v: unknown, budget: Budget): boolean | null {
   if (v === null) return null;
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
-      const x = likeTest(m, normalize(v[i]));
+      if (!spend(budget, 1)) return null; // an element visited: a step (an array may hold millions)
+      const x = likeTest(m, normalize(v[i]), budget);
       if (x === true) return true;
       if (x === null) r = null;
     }
@@ -106,16 +123,17 @@ function likeTest(m: StringMatcher, v: unknown): boolean | null {
   }
   const s = stringView(v);
   if (s === null || s.length > FILTER_LIMITS.MAX_MATCH_INPUT) return null;
-  return m.test(s);
+  return m.match(s, budget);
 }
 
 /** BEGINS WITH / ENDS WITH against constant strings (`hasNull`: a NULL item was listed). */
-function affixTest(v: unknown, list: readonly string[], hasNull: boolean, ends: boolean): boolean | null {
+function affixTest(v: unknown, list: readonly string[], hasNull: boolean, ends: boolean, budget: Budget): boolean | null {
   if (v === null) return null;
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
-      const x = affixTest(normalize(v[i]), list, hasNull, ends);
+      if (!spend(budget, 1)) return null; // an element visited: a step
+      const x = affixTest(normalize(v[i]), list, hasNull, ends, budget);
       if (x === true) return true;
       if (x === null) r = null;
     }
@@ -129,13 +147,17 @@ function affixTest(v: unknown, list: readonly string[], hasNull: boolean, ends: 
   return hasNull ? null : false;
 }
 
-/** BEGINS WITH / ENDS WITH against items computed per message. */
-function affixDynamic(v: unknown, env: FilterEnv, fns: readonly Fn[], ends: boolean): boolean | null {
+/**
+ * BEGINS WITH / ENDS WITH against items computed per message. Each comparison costs the
+ * shorter length in steps (both strings may be as long as the message).
+ */
+function affixDynamic(v: unknown, env: FilterEnv, fns: readonly Fn[], ends: boolean, budget: Budget): boolean | null {
   if (v === null) return null;
   if (Array.isArray(v)) {
     let r: boolean | null = false;
     for (let i = 0; i < v.length; i++) {
-      const x = affixDynamic(normalize(v[i]), env, fns, ends);
+      if (!spend(budget, 1)) return null; // an element visited: a step
+      const x = affixDynamic(normalize(v[i]), env, fns, ends, budget);
       if (x === true) return true;
       if (x === null) r = null;
     }
@@ -147,6 +169,7 @@ function affixDynamic(v: unknown, env: FilterEnv, fns: readonly Fn[], ends: bool
   for (let i = 0; i < fns.length; i++) {
     const p = stringView(fns[i]!(env));
     if (p === null) r = null;
+    else if (!spend(budget, 1 + Math.min(s.length, p.length))) return null;
     else if (ends ? s.endsWith(p) : s.startsWith(p)) return true;
   }
   return r;
@@ -193,6 +216,14 @@ function arith(op: number, a: number | bigint, b: number | bigint, dec: boolean)
 
 class Compiler {
   readonly #text: string;
+  /**
+   * The budget every compiled closure of this filter draws on. While compiling it is the
+   * budget of constant folding, one for the whole filter (so folding costs at most
+   * MAX_EVAL_STEPS in all); CompiledFilter refills it before each evaluation.
+   */
+  readonly budget: Budget = { left: FILTER_LIMITS.MAX_EVAL_STEPS };
+  /** Regex program states compiled so far (MAX_FILTER_REGEX_PROGRAM in all). */
+  #regexStates = 0;
   constructor(text: string) { this.#text = text; }
 
   compile(e: Expr): Compiled {
@@ -215,10 +246,10 @@ class Compiler {
         return constant(v, typeof v === 'string' ? DK_RAW : e.decimal ? DK_DEC : DK_INT);
       }
       case 'path': {
-        const path = e.path;
+        const path = e.path, budget = this.budget;
         return {
           fn: (env) => {
-            const v = env.bodyPath(path);
+            const v = env.bodyPath(path, budget);
             return typeof v === 'number' ? (v === v ? v : null) : typeof v === 'string' ? (v === '' ? null : v) : normalize(v);
           },
           dec: DK_RAW, konst: false,
@@ -236,12 +267,12 @@ class Compiler {
       }
       case 'negate': {
         const o = this.#compile(e.operand);
-        const f = o.fn, k = o.dec;
+        const f = o.fn, k = o.dec, budget = this.budget;
         return this.#fold([o], {
           fn: (env) => {
             const v = f(env);
-            LAST_DEC = k === DK_REG ? LAST_DEC : k === DK_RAW ? isDecValue(v) : k === DK_DEC;
-            const n = numericView(v);
+            LAST_DEC = k === DK_REG ? LAST_DEC : k === DK_RAW ? isDecValue(v, budget) : k === DK_DEC;
+            const n = numericView(v, budget);
             if (n === null) return null;
             return typeof n === 'number' ? (n === 0 ? 0 : -n) : normBig(-n);
           },
@@ -251,14 +282,14 @@ class Compiler {
       case 'arith': {
         const l = this.#compile(e.left), r = this.#compile(e.right);
         const lf = l.fn, rf = r.fn, lk = l.dec, rk = r.dec;
-        const op = ARITH_CODES[e.op];
+        const op = ARITH_CODES[e.op], budget = this.budget;
         return this.#fold([l, r], {
           fn: (env) => {
             const av = lf(env);
-            const ad = lk === DK_REG ? LAST_DEC : lk === DK_RAW ? isDecValue(av) : lk === DK_DEC;
+            const ad = lk === DK_REG ? LAST_DEC : lk === DK_RAW ? isDecValue(av, budget) : lk === DK_DEC;
             const bv = rf(env);
-            const bd = rk === DK_REG ? LAST_DEC : rk === DK_RAW ? isDecValue(bv) : rk === DK_DEC;
-            const a = numericView(av), b = numericView(bv);
+            const bd = rk === DK_REG ? LAST_DEC : rk === DK_RAW ? isDecValue(bv, budget) : rk === DK_DEC;
+            const a = numericView(av, budget), b = numericView(bv, budget);
             LAST_DEC = ad || bd;
             if (a === null || b === null) return null;
             return arith(op, a, b, ad || bd);
@@ -268,7 +299,7 @@ class Compiler {
       }
       case 'compare': {
         const l = this.#compile(e.left), r = this.#compile(e.right);
-        return this.#fold([l, r], { fn: compileCompare(COMPARE_CODES[e.op], l, r), dec: DK_INT, konst: false });
+        return this.#fold([l, r], { fn: compileCompare(COMPARE_CODES[e.op], l, r, this.budget), dec: DK_INT, konst: false });
       }
       case 'and': case 'or': {
         const cs = e.operands.map((o) => this.#compile(o));
@@ -287,14 +318,14 @@ class Compiler {
       }
       case 'between': {
         const v = this.#compile(e.value), lo = this.#compile(e.low), hi = this.#compile(e.high);
-        const vf = v.fn, lf = lo.fn, hf = hi.fn;
+        const vf = v.fn, lf = lo.fn, hf = hi.fn, budget = this.budget;
         let fn: Fn;
         if (lo.konst && hi.konst && typeof lo.value === 'number' && typeof hi.value === 'number') {
           const a = lo.value, b = hi.value;
           fn = (env) => {
             const x = vf(env);
             if (typeof x === 'number') return x >= a && x <= b;
-            return x === null ? null : between(x, a, b);
+            return x === null ? null : between(x, a, b, budget);
           };
         } else {
           fn = (env) => {
@@ -302,7 +333,7 @@ class Compiler {
             if (x === null) return null;
             const a = lf(env), b = hf(env);
             if (typeof x === 'number' && typeof a === 'number' && typeof b === 'number') return x >= a && x <= b;
-            return between(x, a, b);
+            return between(x, a, b, budget);
           };
         }
         return this.#fold([v, lo, hi], { fn: negateIf(e.negated, fn), dec: DK_INT, konst: false });
@@ -310,7 +341,7 @@ class Compiler {
       case 'in': {
         const v = this.#compile(e.value);
         const items = e.items.map((i) => this.#compile(i));
-        const vf = v.fn;
+        const vf = v.fn, budget = this.budget;
         let fn: Fn;
         if (items.every((i) => i.konst)) {
           const vals = Object.freeze(items.map((i) => i.value));
@@ -321,7 +352,7 @@ class Compiler {
             if (x === null) return null;
             if (strSet !== null && typeof x === 'string') return strSet.has(x);
             if (numSet !== null && typeof x === 'number') return numSet.has(x);
-            return inList(x, vals);
+            return inList(x, vals, budget);
           };
         } else {
           const fns = items.map((i) => i.fn);
@@ -330,7 +361,7 @@ class Compiler {
             if (x === null) return null;
             let r: boolean | null = false;
             for (let i = 0; i < fns.length; i++) {
-              const c = compareValues(OP_EQ, x, fns[i]!(env));
+              const c = compareValues(OP_EQ, x, fns[i]!(env), budget);
               if (c === true) return true;
               if (c === null) r = null;
             }
@@ -342,8 +373,8 @@ class Compiler {
       case 'like': {
         const v = this.#compile(e.value);
         const m = this.#likeMatcher(e);
-        const vf = v.fn;
-        return this.#fold([v], { fn: negateIf(e.negated, (env) => likeTest(m, vf(env))), dec: DK_INT, konst: false });
+        const vf = v.fn, budget = this.budget;
+        return this.#fold([v], { fn: negateIf(e.negated, (env) => likeTest(m, vf(env), budget)), dec: DK_INT, konst: false });
       }
       case 'begins': case 'ends': {
         const v = this.#compile(e.value);
@@ -355,10 +386,12 @@ class Compiler {
           const views = items.map((i) => stringView(i.value));
           const list = Object.freeze(views.filter((s): s is string => s !== null));
           const hasNull = list.length !== views.length;
-          fn = (env) => affixTest(vf(env), list, hasNull, ends);
+          const budget = this.budget;
+          fn = (env) => affixTest(vf(env), list, hasNull, ends, budget);
         } else {
           const fns = Object.freeze(items.map((i) => i.fn));
-          fn = (env) => affixDynamic(vf(env), env, fns, ends);
+          const budget = this.budget;
+          fn = (env) => affixDynamic(vf(env), env, fns, ends, budget);
         }
         return this.#fold([v, ...items], { fn: negateIf(e.negated, fn), dec: DK_INT, konst: false });
       }
@@ -369,8 +402,15 @@ class Compiler {
 
   #likeMatcher(e: Expr & { kind: 'like' }): StringMatcher {
     try {
-      return e.mode === 'regex' ? compileRegex(e.pattern) : compileJmsLike(e.pattern, e.escape);
+      if (e.mode === 'jms') return compileJmsLike(e.pattern, e.escape);
+      const m = compileRegex(e.pattern, FILTER_LIMITS.MAX_FILTER_REGEX_PROGRAM - this.#regexStates);
+      this.#regexStates += m.states;
+      return m;
     } catch (err) {
+      if (err instanceof RegexTotalError) {
+        throw new FilterSyntaxError(`LIKE patterns of at most ${FILTER_LIMITS.MAX_FILTER_REGEX_PROGRAM} regex states in all`,
+          e.patternPos, this.#text, err.message);
+      }
       const offset = err instanceof RegexError ? err.offset : 0;
       const pos = Math.min(e.patternPos + 1 + offset, this.#text.length);
       throw new FilterSyntaxError(e.mode === 'regex' ? 'a supported regular expression' : 'a valid LIKE pattern',
@@ -381,13 +421,14 @@ class Compiler {
   #call(e: Expr & { kind: 'call' }): Compiled {
     const args = e.args.map((a) => this.#compile(a));
     const f0 = args[0]!.fn;
+    const budget = this.budget;
     let fn: Fn;
     switch (e.fn) {
-      case 'UPPER':
-        fn = (env) => { const s = stringView(f0(env)); return s === null ? null : s.toUpperCase(); };
+      case 'UPPER': // one step per code unit: a message's string may be megabytes
+        fn = (env) => { const s = stringView(f0(env)); return s === null || !spend(budget, 1 + s.length) ? null : s.toUpperCase(); };
         break;
       case 'LOWER':
-        fn = (env) => { const s = stringView(f0(env)); return s === null ? null : s.toLowerCase(); };
+        fn = (env) => { const s = stringView(f0(env)); return s === null || !spend(budget, 1 + s.length) ? null : s.toLowerCase(); };
         break;
       case 'LENGTH':
         fn = (env) => {
@@ -407,7 +448,7 @@ class Compiler {
             const v = fns[i]!(env);
             if (v !== null) {
               const k = decs[i];
-              LAST_DEC = k === DK_REG ? LAST_DEC : k === DK_RAW ? isDecValue(v) : k === DK_DEC;
+              LAST_DEC = k === DK_REG ? LAST_DEC : k === DK_RAW ? isDecValue(v, budget) : k === DK_DEC;
               return v;
             }
           }
@@ -417,12 +458,22 @@ class Compiler {
         return this.#fold(args, { fn: coalesce, dec: DK_REG, konst: false });
       }
       case 'INSTR': {
-        const f1 = args[1]!.fn;
+        // Linear search (indexOf is not, for long needles: lib/filter/search.ts), on the budget.
+        const a1 = args[1]!;
+        const f1 = a1.fn;
+        const k = a1.konst ? stringView(a1.value) : null;
+        const finder = k === null ? null : new LiteralFinder(k);
         fn = (env) => {
           const s = stringView(f0(env));
           if (s === null) return null;
-          const t = stringView(f1(env));
-          return t === null ? null : s.indexOf(t) + 1;
+          let at: number;
+          if (finder !== null) at = finder.find(s, 0, s.length, budget);
+          else {
+            const t = stringView(f1(env));
+            if (t === null) return null;
+            at = findDynamic(s, t, budget);
+          }
+          return at === OUT_OF_BUDGET ? null : at + 1;
         };
         break;
       }
@@ -432,29 +483,29 @@ class Compiler {
   }
 }
 
-function compileCompare(op: number, l: Compiled, r: Compiled): Fn {
-  if (l.konst && !r.konst) return compileCompare(SWAPPED[op]!, r, l);
+function compileCompare(op: number, l: Compiled, r: Compiled, budget: Budget): Fn {
+  if (l.konst && !r.konst) return compileCompare(SWAPPED[op]!, r, l, budget);
   const lf = l.fn, rf = r.fn;
   if (r.konst) {
     const k = r.value;
     if (k === null) return () => null;
     if (typeof k === 'number') {
       switch (op) {
-        case OP_EQ: return (env) => { const a = lf(env); return typeof a === 'number' ? a === k : compareValues(OP_EQ, a, k); };
-        case OP_NE: return (env) => { const a = lf(env); return typeof a === 'number' ? a !== k : compareValues(OP_NE, a, k); };
-        case OP_LT: return (env) => { const a = lf(env); return typeof a === 'number' ? a < k : compareValues(OP_LT, a, k); };
-        case OP_LE: return (env) => { const a = lf(env); return typeof a === 'number' ? a <= k : compareValues(OP_LE, a, k); };
-        case OP_GT: return (env) => { const a = lf(env); return typeof a === 'number' ? a > k : compareValues(OP_GT, a, k); };
-        default: return (env) => { const a = lf(env); return typeof a === 'number' ? a >= k : compareValues(OP_GE, a, k); };
+        case OP_EQ: return (env) => { const a = lf(env); return typeof a === 'number' ? a === k : compareValues(OP_EQ, a, k, budget); };
+        case OP_NE: return (env) => { const a = lf(env); return typeof a === 'number' ? a !== k : compareValues(OP_NE, a, k, budget); };
+        case OP_LT: return (env) => { const a = lf(env); return typeof a === 'number' ? a < k : compareValues(OP_LT, a, k, budget); };
+        case OP_LE: return (env) => { const a = lf(env); return typeof a === 'number' ? a <= k : compareValues(OP_LE, a, k, budget); };
+        case OP_GT: return (env) => { const a = lf(env); return typeof a === 'number' ? a > k : compareValues(OP_GT, a, k, budget); };
+        default: return (env) => { const a = lf(env); return typeof a === 'number' ? a >= k : compareValues(OP_GE, a, k, budget); };
       }
     }
     if (typeof k === 'string' && (op === OP_EQ || op === OP_NE)) {
       const eq = op === OP_EQ;
-      return (env) => { const a = lf(env); return typeof a === 'string' ? (a === k) === eq : compareValues(op, a, k); };
+      return (env) => { const a = lf(env); return typeof a === 'string' ? (a === k) === eq : compareValues(op, a, k, budget); };
     }
-    return (env) => compareValues(op, lf(env), k);
+    return (env) => compareValues(op, lf(env), k, budget);
   }
-  return (env) => compareValues(op, lf(env), rf(env));
+  return (env) => compareValues(op, lf(env), rf(env), budget);
 }
 
 function compileAnd(fns: readonly Fn[]): Fn {
@@ -518,20 +569,24 @@ class CompiledFilter implements Filter {
   readonly dialect: Dialect;
   readonly usesBody: boolean;
   readonly #fn: Fn;
+  readonly #budget: Budget;
 
-  constructor(text: string, dialect: Dialect, usesBody: boolean, fn: Fn) {
+  constructor(text: string, dialect: Dialect, usesBody: boolean, fn: Fn, budget: Budget) {
     this.text = text;
     this.dialect = dialect;
     this.usesBody = usesBody;
     this.#fn = fn;
+    this.#budget = budget;
   }
 
   matches(env: FilterEnv): boolean {
+    this.#budget.left = FILTER_LIMITS.MAX_EVAL_STEPS;
     return this.#fn(env) === true;
   }
 
   /** The three-valued result (true, false or null for NULL), or a non-boolean value; for tests and tools. */
   evaluate(env: FilterEnv): unknown {
+    this.#budget.left = FILTER_LIMITS.MAX_EVAL_STEPS;
     return this.#fn(env);
   }
 }
@@ -546,6 +601,7 @@ export function compileFilter(text: string, dialect: Dialect = 'content'): Filte
   if (typeof text !== 'string') throw new TypeError('filter text must be a string');
   if (dialect !== 'content' && dialect !== 'selector') throw new TypeError(`unknown filter dialect ${String(dialect)}`);
   const ast = parseFilter(text, dialect);
-  const c = new Compiler(text).compile(ast);
-  return new CompiledFilter(text, dialect, readsBody(ast), c.fn);
+  const compiler = new Compiler(text);
+  const c = compiler.compile(ast);
+  return new CompiledFilter(text, dialect, readsBody(ast), c.fn, compiler.budget);
 }

@@ -10,6 +10,7 @@ export { compileSubjectFilter, type SubjectFilter } from './subject.js';
 export { compileOrderBy, type OrderBy, type OrderByKey } from './order-by.js';
 export { lookupJsonPath } from './json-path.js';
 export { FILTER_LIMITS, type FilterLimits } from './limits.js';
+export type { Budget } from './search.js';
 export { parseFilter } from './parser.js';
 export { show as showExpr, type Expr } from './ast.js';
 export { tokenize, type Token } from './lexer.js';

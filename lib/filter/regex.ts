@@ -6,6 +6,11 @@
  * subscription could stall the broker. This engine compiles the pattern once to a Thompson
  * NFA and simulates it breadth-first (Pike/Thompson), so a test costs at most
  * O(input length x program size) whatever the pattern, and it allocates nothing per test.
+ * That product can still be large (64 KiB x 20,000 states), so a test inside a filter
+ * evaluation counts its steps (threads examined plus states visited) against the
+ * evaluation's Budget and gives up with NULL past it (lib/filter/search.ts). The work arrays
+ * are shared by all programs (one test runs at a time), so a compiled pattern keeps only its
+ * 12 bytes per state.
  *
  * Syntax is JavaScript's (no flags, UTF-16 code units, case-sensitive), minus the features
  * that need backtracking: backreferences and lookaround are rejected. Supported: literals,
@@ -15,6 +20,7 @@
  * test they mean the same). The pattern is unanchored: it matches anywhere unless ^ or $.
  */
 import { FILTER_LIMITS } from './limits.js';
+import { LiteralFinder, OUT_OF_BUDGET, type Budget } from './search.js';
 
 /** A pattern that cannot be compiled; `offset` is in the pattern text. */
 export class RegexError extends Error {
@@ -26,10 +32,32 @@ export class RegexError extends Error {
   }
 }
 
-/** A compiled pattern. `test` is safe to call with any input; it never backtracks. */
-export interface StringMatcher {
-  test(s: string): boolean;
+/**
+ * The regex LIKE patterns of one filter together need more states than
+ * FILTER_LIMITS.MAX_FILTER_REGEX_PROGRAM (the pattern itself may be within MAX_REGEX_PROGRAM).
+ */
+export class RegexTotalError extends RegexError {
+  constructor(limit: number) {
+    super(`LIKE patterns too complex in total (more than ${limit} regex states in one filter)`, 0);
+    this.name = 'RegexTotalError';
+  }
 }
+
+/** A compiled LIKE pattern (either dialect). It never backtracks. */
+export interface StringMatcher {
+  /** The exact answer whatever it costs (tests, tools): O(input x program) at worst. */
+  test(s: string): boolean;
+  /**
+   * The answer, or null when it would cost more than `budget.left` steps (which is then 0);
+   * subtracts what the test cost. What a filter evaluation calls.
+   */
+  match(s: string, budget: Budget): boolean | null;
+  /** Program states held (0 when no NFA is needed): what counts toward MAX_FILTER_REGEX_PROGRAM. */
+  readonly states: number;
+}
+
+/** A budget that never runs out (Infinity minus anything stays Infinity), for `test`. */
+const UNLIMITED: Budget = { left: Infinity };
 
 // ---- character classes ----
 
@@ -75,6 +103,8 @@ const DIGIT = [48, 57];
 const WORD = [48, 57, 65, 90, 95, 95, 97, 122];
 const SPACE = [9, 13, 32, 32, 160, 160, 5760, 5760, 8192, 8202, 8232, 8233, 8239, 8239, 8287, 8287, 12288, 12288, 65279, 65279];
 const LINE_TERMINATORS = [10, 10, 13, 13, 8232, 8233];
+/** `.`: one immutable class shared by every pattern. */
+const DOT = new CharClass(LINE_TERMINATORS, true);
 
 /** Complement of sorted, disjoint ranges within [0, 0xFFFF]. */
 function complement(ranges: readonly number[]): number[] {
@@ -190,7 +220,7 @@ class PatternParser {
         return inner;
       }
       case '[': return { t: 'class', cls: this.#class() };
-      case '.': return { t: 'class', cls: new CharClass(LINE_TERMINATORS, true) };
+      case '.': return { t: 'class', cls: DOT };
       case '^': return { t: 'bol' };
       case '$': return { t: 'eol' };
       case '*': case '+': case '?': throw new RegexError('nothing to repeat', at);
@@ -310,7 +340,9 @@ class Emitter {
   readonly op: number[] = [];
   readonly x: number[] = [];
   readonly y: number[] = [];
+  /** Distinct classes; CLASS instructions index this (a class repeated by `{n}` is kept once). */
   readonly classes: CharClass[] = [];
+  readonly #classIndex = new Map<CharClass, number>();
 
   emit(op: number, x = 0, y = 0): number {
     if (this.op.length >= FILTER_LIMITS.MAX_REGEX_PROGRAM) {
@@ -320,12 +352,18 @@ class Emitter {
     return this.op.length - 1;
   }
 
+  #classOf(cls: CharClass): number {
+    let k = this.#classIndex.get(cls);
+    if (k === undefined) { k = this.classes.length; this.classes.push(cls); this.#classIndex.set(cls, k); }
+    return k;
+  }
+
   get pc(): number { return this.op.length; }
 
   node(n: RNode): void {
     switch (n.t) {
       case 'char': this.emit(CHAR, n.c); break;
-      case 'class': this.classes.push(n.cls); this.emit(CLASS, this.classes.length - 1); break;
+      case 'class': this.emit(CLASS, this.#classOf(n.cls)); break;
       case 'bol': this.emit(BOL); break;
       case 'eol': this.emit(EOL); break;
       case 'wordb': this.emit(n.negated ? NWORDB : WORDB); break;
@@ -375,87 +413,169 @@ class Emitter {
   }
 }
 
+// Work arrays shared by every program: a test runs to completion before another starts
+// (evaluation is synchronous), so one set as large as the largest allowed program serves all
+// (400 KB, allocated when the first program is compiled). `mark` holds generations from one
+// counter (`gen`) for all programs, so no stale mark is ever current.
+interface Work { clist: Int32Array; nlist: Int32Array; mark: Int32Array; stack: Int32Array; gen: number }
+let WORK: Work | null = null;
+
+function work(): Work {
+  if (WORK === null) {
+    const len = FILTER_LIMITS.MAX_REGEX_PROGRAM;
+    WORK = { clist: new Int32Array(len), nlist: new Int32Array(len), mark: new Int32Array(len), stack: new Int32Array(2 * len + 2), gen: 0 };
+  }
+  return WORK;
+}
+
+const NO_CLASSES: readonly CharClass[] = Object.freeze([]);
+
 class NfaMatcher implements StringMatcher {
-  readonly #op: Uint8Array;
-  readonly #x: Int32Array;
-  readonly #y: Int32Array;
-  readonly #classes: CharClass[];
+  readonly states: number;
+  /** The program, 3 slots a state: opcode, x, y (one typed array: a few hundred bytes less per pattern than three). */
+  readonly #prog: Int32Array;
+  readonly #classes: readonly CharClass[];
   readonly #anchored: boolean;
-  // Work arrays, allocated once per pattern and reused by every test.
-  #clist: Int32Array;
-  #nlist: Int32Array;
+  /** Unanchored patterns that begin with literal text: where a match can start (no live thread). */
+  readonly #prefix: LiteralFinder | null;
+  readonly #work: Work;
   readonly #mark: Int32Array;
   readonly #stack: Int32Array;
-  #gen = 0;
+  /** States visited by #add since match() last took them (the steps of following empty transitions). */
+  #pops = 0;
 
-  constructor(e: Emitter, anchored: boolean) {
-    this.#op = Uint8Array.from(e.op);
-    this.#x = Int32Array.from(e.x);
-    this.#y = Int32Array.from(e.y);
-    this.#classes = e.classes;
-    this.#anchored = anchored;
+  constructor(e: Emitter, anchored: boolean, prefix: string) {
+    this.#prefix = anchored || prefix === '' ? null : new LiteralFinder(prefix);
     const len = e.op.length;
-    this.#clist = new Int32Array(len);
-    this.#nlist = new Int32Array(len);
-    this.#mark = new Int32Array(len);
-    this.#stack = new Int32Array(2 * len + 2);
+    const prog = new Int32Array(3 * len);
+    for (let pc = 0; pc < len; pc++) { prog[3 * pc] = e.op[pc]!; prog[3 * pc + 1] = e.x[pc]!; prog[3 * pc + 2] = e.y[pc]!; }
+    this.#prog = prog;
+    this.#classes = e.classes.length === 0 ? NO_CLASSES : e.classes.slice();
+    this.#anchored = anchored;
+    this.states = e.op.length;
+    this.#work = work();
+    this.#mark = this.#work.mark;
+    this.#stack = this.#work.stack;
   }
 
   /** Adds the thread at `pc0` and everything it reaches without consuming; -1 when MATCH is reached. */
   #add(list: Int32Array, count: number, pc0: number, pos: number, s: string, g: number): number {
-    const op = this.#op, x = this.#x, y = this.#y, mark = this.#mark, stack = this.#stack;
-    let sp = 0;
+    const prog = this.#prog, mark = this.#mark, stack = this.#stack;
+    let sp = 0, pops = 0;
     stack[sp++] = pc0;
     while (sp > 0) {
       const pc = stack[--sp]!;
+      pops++;
       if (mark[pc] === g) continue;
       mark[pc] = g;
-      switch (op[pc]) {
-        case JMP: stack[sp++] = x[pc]!; break;
-        case SPLIT: stack[sp++] = y[pc]!; stack[sp++] = x[pc]!; break;
-        case MATCH: return -1;
+      const op = prog[3 * pc]!;
+      switch (op) {
+        case JMP: stack[sp++] = prog[3 * pc + 1]!; break;
+        case SPLIT: stack[sp++] = prog[3 * pc + 2]!; stack[sp++] = prog[3 * pc + 1]!; break;
+        case MATCH: this.#pops += pops; return -1;
         case BOL: if (pos === 0) stack[sp++] = pc + 1; break;
         case EOL: if (pos === s.length) stack[sp++] = pc + 1; break;
         case WORDB: case NWORDB: {
           const before = pos > 0 && isWordChar(s.charCodeAt(pos - 1));
           const after = pos < s.length && isWordChar(s.charCodeAt(pos));
-          if ((before !== after) === (op[pc] === WORDB)) stack[sp++] = pc + 1;
+          if ((before !== after) === (op === WORDB)) stack[sp++] = pc + 1;
           break;
         }
         default: list[count++] = pc;
       }
     }
+    this.#pops += pops;
     return count;
   }
 
   test(s: string): boolean {
+    return this.match(s, UNLIMITED) === true;
+  }
+
+  match(s: string, budget: Budget): boolean | null {
     const n = s.length;
-    if (this.#gen > 0x3fffffff - n) { this.#mark.fill(0); this.#gen = 0; }
-    const base = this.#gen + 1;
-    this.#gen += n + 2;
-    const op = this.#op, x = this.#x, classes = this.#classes;
-    let cl = this.#clist, nl = this.#nlist;
+    const w = this.#work;
+    if (w.gen > 0x3fffffff - n) { w.mark.fill(0); w.gen = 0; }
+    const base = w.gen + 1;
+    w.gen += n + 2;
+    const prog = this.#prog, classes = this.#classes, anchored = this.#anchored, prefix = this.#prefix;
+    let cl = w.clist, nl = w.nlist;
+    let left = budget.left;
     let cn = 0;
+    let result = false;
+    this.#pops = 0;
     for (let i = 0; ; i++) {
-      const g = base + i;
-      if (i === 0 || !this.#anchored) {
-        cn = this.#add(cl, cn, 0, i, s, g);
-        if (cn < 0) return true;
+      if (cn === 0 && prefix !== null) {
+        // No thread alive: a match can only start where the literal prefix occurs (the
+        // program's first states are its characters, in order). Skip to it.
+        budget.left = left;
+        const at = prefix.find(s, i, n, budget);
+        if (at === OUT_OF_BUDGET) return null;
+        left = budget.left;
+        if (at < 0) break;
+        i = at;
       }
-      if (i >= n || cn === 0 && this.#anchored) return false;
+      const g = base + i;
+      if (i === 0 || !anchored) {
+        cn = this.#add(cl, cn, 0, i, s, g);
+        if (cn < 0) { result = true; break; }
+      }
+      if (i >= n || cn === 0 && anchored) break;
       const c = s.charCodeAt(i);
       let nn = 0;
       for (let k = 0; k < cn; k++) {
         const pc = cl[k]!;
-        const hit = op[pc] === CHAR ? x[pc] === c : classes[x[pc]!]!.has(c);
+        const arg = prog[3 * pc + 1]!;
+        const hit = prog[3 * pc] === CHAR ? arg === c : classes[arg]!.has(c);
         if (hit) {
           nn = this.#add(nl, nn, pc + 1, i + 1, s, g + 1);
-          if (nn < 0) return true;
+          if (nn < 0) break;
         }
       }
+      // This character's steps: the threads examined and the states their successors visited.
+      left -= cn + this.#pops;
+      this.#pops = 0;
+      if (left < 0) { budget.left = 0; return null; }
+      if (nn < 0) { result = true; break; }
       const t = cl; cl = nl; nl = t;
       cn = nn;
     }
+    left -= this.#pops + 1;
+    if (left < 0) { budget.left = 0; return null; }
+    budget.left = left;
+    return result;
+  }
+}
+
+/** Plain text, optionally anchored: no NFA. `includes` runs in linear time (LiteralFinder). */
+class LiteralMatcher implements StringMatcher {
+  readonly states = 0;
+  readonly #lit: string;
+  readonly #kind: 0 | 1 | 2 | 3;
+  readonly #finder: LiteralFinder | null;
+
+  /** kind: 0 equals, 1 starts with, 2 ends with, 3 contains. */
+  constructor(lit: string, kind: 0 | 1 | 2 | 3) {
+    this.#lit = lit;
+    this.#kind = kind;
+    this.#finder = kind === 3 ? new LiteralFinder(lit) : null;
+  }
+
+  test(s: string): boolean {
+    return this.match(s, UNLIMITED) === true;
+  }
+
+  match(s: string, budget: Budget): boolean | null {
+    const lit = this.#lit;
+    if (this.#finder !== null) {
+      const at = this.#finder.find(s, 0, s.length, budget);
+      return at === OUT_OF_BUDGET ? null : at >= 0;
+    }
+    // One comparison of at most the literal's length.
+    const cost = 1 + Math.min(s.length, lit.length);
+    if (cost > budget.left) { budget.left = 0; return null; }
+    budget.left -= cost;
+    return this.#kind === 0 ? s === lit : this.#kind === 1 ? s.startsWith(lit) : s.endsWith(lit);
   }
 }
 
@@ -469,8 +589,12 @@ function literalOf(nodes: readonly RNode[]): string | null {
   return s;
 }
 
-/** Compiles a content-filter LIKE pattern; throws RegexError. */
-export function compileRegex(pattern: string): StringMatcher {
+/**
+ * Compiles a content-filter LIKE pattern; throws RegexError.
+ * @param maxStates most program states it may use (what is left of the filter's
+ *   MAX_FILTER_REGEX_PROGRAM); more throws RegexTotalError. At most MAX_REGEX_PROGRAM.
+ */
+export function compileRegex(pattern: string, maxStates: number = FILTER_LIMITS.MAX_REGEX_PROGRAM): StringMatcher {
   try {
     new RegExp(pattern); // reject what JavaScript itself would reject, with its message
   } catch (err) {
@@ -485,14 +609,18 @@ export function compileRegex(pattern: string): StringMatcher {
   const inner = items.slice(anchoredStart ? 1 : 0, anchoredEnd ? items.length - 1 : items.length);
   const lit = literalOf(inner);
   if (lit !== null) {
-    if (anchoredStart && anchoredEnd) return { test: (s) => s === lit };
-    if (anchoredStart) return { test: (s) => s.startsWith(lit) };
-    if (anchoredEnd) return { test: (s) => s.endsWith(lit) };
-    return { test: (s) => s.includes(lit) };
+    return new LiteralMatcher(lit, anchoredStart && anchoredEnd ? 0 : anchoredStart ? 1 : anchoredEnd ? 2 : 3);
   }
 
   const e = new Emitter();
   e.node(tree);
   e.emit(MATCH);
-  return new NfaMatcher(e, anchoredStart);
+  if (e.op.length > maxStates) throw new RegexTotalError(FILTER_LIMITS.MAX_FILTER_REGEX_PROGRAM);
+  // The leading plain characters: the program's first states (only used when unanchored).
+  let prefix = '';
+  for (const n of items) {
+    if (n.t !== 'char') break;
+    prefix += String.fromCharCode(n.c);
+  }
+  return new NfaMatcher(e, anchoredStart, prefix);
 }

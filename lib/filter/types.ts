@@ -1,5 +1,6 @@
 export type { Dialect } from './parser.js';
 import type { Dialect } from './parser.js';
+import type { Budget } from './search.js';
 
 /** What a filter reads values from; implemented by the broker per message. */
 export interface FilterEnv {
@@ -8,8 +9,11 @@ export interface FilterEnv {
    * body is not JSON. Called lazily, only when the expression needs it, and possibly more
    * than once per evaluation for the same path (cache in the env if lookups are costly).
    * The array is created at compile time and must not be mutated.
+   * `budget` is the evaluation's work budget: a lookup that crosses arrays by name should
+   * take one step per element it visits and be undefined when it cannot pay (as
+   * lookupJsonPath does when given it); lookups that cross none may ignore it.
    */
-  bodyPath(path: readonly (string | number)[]): unknown;
+  bodyPath(path: readonly (string | number)[], budget?: Budget): unknown;
   /**
    * Application property by name, or a header/properties field ('subject','priority',
    * 'message_id','user_id','to','reply_to','correlation_id','content_type','creation_time',

@@ -70,3 +70,14 @@ const selector = compileFilter(SELECTOR, 'selector');
 const messageEnv = new MessageEnv(message);
 console.log(`selector: ${SELECTOR}`);
 rate('selector over MessageEnv', n, () => selector.matches(messageEnv));
+
+// LIKE in both dialects (session 22: the matchers count their steps against a budget per
+// evaluation; these should cost what they did before).
+const LIKE_CONTENT = "/trader LIKE '^al.*e$' AND /ts LIKE '^2024-05-\\d\\d' AND /account/region LIKE 'EM'";
+const likeContent = compileFilter(LIKE_CONTENT);
+console.log(`content LIKE: ${LIKE_CONTENT}`);
+rate('content LIKE (regex)', n, () => likeContent.matches(env));
+const LIKE_SELECTOR = "region LIKE 'EM%' AND color LIKE '%e_' AND subject LIKE 'ord%s'";
+const likeSelector = compileFilter(LIKE_SELECTOR, 'selector');
+console.log(`selector LIKE: ${LIKE_SELECTOR}`);
+rate('selector LIKE over MessageEnv', n, () => likeSelector.matches(messageEnv));

@@ -7,9 +7,10 @@ import { jsonBody } from '../../codec/json-body.js';
 import { readApplicationProperties } from '../../codec/app-properties.js';
 import { sourceBytes } from '../../codec/message-bytes.js';
 import { lookupJsonPath } from '../../filter/json-path.js';
+import type { Budget } from '../../filter/search.js';
 
 export interface FilterEnv {
-  bodyPath(path: readonly (string | number)[]): unknown;
+  bodyPath(path: readonly (string | number)[], budget?: Budget): unknown;
   property(name: string): unknown;
   /** The message's `properties.subject` (legacy subject bindings: never an application property). */
   subject(): unknown;
@@ -81,8 +82,8 @@ export class MessageEnv implements FilterEnv {
   }
 
   /** The value at a body path, as lookupJsonPath reads it (a name across an array collects the elements' values). */
-  bodyPath(path: readonly (string | number)[]): unknown {
-    return lookupJsonPath(this.json(), path);
+  bodyPath(path: readonly (string | number)[], budget?: Budget): unknown {
+    return lookupJsonPath(this.json(), path, budget);
   }
 
   property(name: string): unknown {
