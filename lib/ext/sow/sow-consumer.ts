@@ -526,7 +526,9 @@ export class SowConsumer implements Consumer {
   }
 
   #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent, exp = ev?.exp): void {
-    if (ev && this.#plan.options.conflation && this.#phase === 'events') { this.#conflate(bytes, ann, ev); return; }
+    // Conflation is for live events only (semantics.md 5): the replay up to `completed` goes out
+    // event by event, in SCN order, before it (wire.md 5).
+    if (ev && this.#plan.options.conflation && this.#phase === 'events' && ev.scn > this.#replayTarget) { this.#conflate(bytes, ann, ev); return; }
     if (ev && this.#plan.checkpoint) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#eventCheckpoint(ev));
     const idx = indexSections(bytes);
     const out = rewriteMessageSplit(bytes, idx, exp === undefined ? null : this.#remainingTtl(bytes, idx, exp), ann);

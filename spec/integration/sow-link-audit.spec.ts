@@ -1,0 +1,122 @@
+/**
+ * SOW links (session 22 code review of sow-consumer.ts, links.ts, paging.ts; docs/robustness.md
+ * 13 "SOW links"). Each case failed on the code before its fix; the log read-ahead case on the
+ * code before the trim moved its floor first (checkpoint-durable-audit.spec.ts has the others
+ * of that fix).
+ */
+import { expect } from 'chai';
+import { useBroker } from '../support/broker.js';
+import { connect, openReceiver, openSender, sendAll, collect, send, sleep, type Received } from '../support/client.js';
+import { tmFilters, cmdOf, scnOf, keyOf, bodyJson} from '../support/sow-client.js';
+import { runRetention } from '../../lib/ext/sow/index.js';
+
+const sq = (name: string, args: Record<string, unknown> = {}) => ({ address: name, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id', ...args } });
+const rec = (id: string, extra: Record<string, unknown> = {}) => ({ body: JSON.stringify({ id, ...extra }) });
+const op = (o: string, body: unknown) => ({ message_annotations: { 'x-opt-tm-op': o }, body: JSON.stringify(body) });
+/** `cmd:key[:oof-reason]` */
+const tag = (m: Received) => {
+  const a = m.message.message_annotations ?? {};
+  const reason = a['x-opt-tm-oof-reason'];
+  const k = a['x-opt-tm-key'];
+  return `${cmdOf(m)}${k !== undefined ? ':' + k : ''}${reason ? ':' + reason : ''}`;
+};
+/** Records every message arriving on rcv (credit is the caller's). */
+function tap(rcv: any): Received[] {
+  const out: Received[] = [];
+  rcv.on('message', (ctx: any) => { out.push({ message: ctx.message, delivery: ctx.delivery }); ctx.delivery.accept?.(); });
+  return out;
+}
+/** Applies a link's messages to the client's view of the records. */
+function apply(view: Map<string, any>, msgs: Received[]) {
+  for (const m of msgs) {
+    const c = cmdOf(m), k = keyOf(m);
+    if (c === 'sow' || c === 'publish') view.set(k, bodyJson(m));
+    else if (c === 'delete' || c === 'oof') view.delete(k);
+  }
+}
+
+describe('SOW links (session 22 review)', function () {
+  this.timeout(30000);
+  const b = useBroker();
+
+  describe('3. conflation applies to the live part only', function () {
+    const afterCompleted = (got: Received[]) => {
+      const ci = got.findIndex((m) => cmdOf(m) === 'completed');
+      return { ci, late: ci < 0 ? [] : got.slice(ci + 1).filter((m) => scnOf(m) <= scnOf(got[ci])).map(tag) };
+    };
+
+    it('subscribe from bookmark 0: every replayed event, before completed (wire.md 5)', async function () {
+      const url = b.get().url;
+      await send(url, sq('cf.replay'), Array.from({ length: 5 }, (_, i) => rec('x', { v: i })));
+      const c = await connect(url);
+      try {
+        const rcv = await openReceiver(c, { address: 'cf.replay', filter: tmFilters({ command: 'subscribe', bookmark: '0', options: { conflation: '300ms' } }) });
+        const got = await collect(rcv, { idleMs: 1200 });
+        const tags = got.map((m) => `${tag(m)}@${scnOf(m)}`);
+        const { ci, late } = afterCompleted(got);
+        expect(ci, tags.join(',')).to.be.greaterThan(-1);
+        expect(late, tags.join(',')).to.deep.equal([]);
+        expect(got.slice(0, ci).map(scnOf), tags.join(',')).to.deep.equal([1, 2, 3, 4, 5]);
+      } finally { await c.close(); }
+    });
+
+    it('historical sow_and_subscribe: the replay after the snapshot comes before completed', async function () {
+      const url = b.get().url;
+      await send(url, sq('cf.hist', { 'sow.history.window': '1d' }), Array.from({ length: 5 }, (_, i) => rec('x', { v: i })));
+      const c = await connect(url);
+      try {
+        const rcv = await openReceiver(c, { address: 'cf.hist', filter: tmFilters({ command: 'sow_and_subscribe', bookmark: '2', options: { conflation: '300ms' } }) });
+        const got = await collect(rcv, { idleMs: 1200 });
+        const tags = got.map((m) => `${tag(m)}@${scnOf(m)}`);
+        const { ci, late } = afterCompleted(got);
+        expect(ci, tags.join(',')).to.be.greaterThan(-1);
+        expect(late, tags.join(',')).to.deep.equal([]);
+        expect(tags.slice(0, ci + 1), tags.join(',')).to.deep.equal(['group_begin@-1', 'sow:x@2', 'group_end@2', 'publish:x@3', 'publish:x@4', 'publish:x@5', 'completed@5']);
+      } finally { await c.close(); }
+    });
+
+    it('live events after completed are still conflated', async function () {
+      const url = b.get().url;
+      await send(url, sq('cf.live'), [rec('x', { v: 0 })]);
+      const c = await connect(url);
+      try {
+        const rcv = await openReceiver(c, { address: 'cf.live', filter: tmFilters({ command: 'subscribe', bookmark: '0', options: { conflation: '500ms' } }) });
+        const got = tap(rcv);
+        rcv.add_credit(100);
+        await sleep(200);
+        await send(url, 'cf.live', Array.from({ length: 5 }, (_, i) => rec('x', { v: i + 1 })));
+        await sleep(1200);
+        expect(got.map((m) => `${tag(m)}@${scnOf(m)}`)).to.deep.equal(['publish:x@1', 'completed@1', 'publish:x@6']);
+      } finally { await c.close(); }
+    });
+  });
+
+  it('a replay whose log read-ahead begins after the trim took its next events: scn-not-found, never a silent gap', async function () {
+    this.timeout(90000);
+    const url = b.get().url, q = 'ra.q';
+    const pc = await connect(url);
+    const s = await openSender(pc, sq(q, { 'log.max_count': 22000 }));
+    const burst = async (n: number, from: number) => { for (let i = 0; i < n; i += 2000) await sendAll(s, Array.from({ length: 2000 }, (_, j) => rec(`k${(from + i + j) % 50}`, { n: from + i + j }))); };
+    await burst(24000, 0);
+    const c = await connect(url);
+    try {
+      const rcv = await openReceiver(c, { address: q, filter: tmFilters({ command: 'subscribe', bookmark: '0' }) });
+      const got = tap(rcv);
+      let err: any; rcv.on('receiver_error', () => { err = rcv.error; });
+      rcv.add_credit(400);
+      await sleep(500);
+      expect(got).to.have.length(400);
+      await burst(2000, 24000);
+      await runRetention(b.get().broker);
+      rcv.add_credit(150); // reaches the read-ahead point (500 rows left)
+      await sleep(500);
+      rcv.add_credit(100000);
+      await sleep(3000);
+      const scns = got.filter((m) => cmdOf(m) === 'publish').map(scnOf);
+      const gaps: string[] = [];
+      for (let i = 1; i < scns.length; i++) if (scns[i] !== scns[i - 1] + 1) gaps.push(`${scns[i - 1]}->${scns[i]}`);
+      const condition = String(err?.condition ?? '');
+      expect(gaps.length === 0 || condition === 'tidemark:scn-not-found', `${scns.length} events, gaps ${gaps.join(' ')}, condition ${condition}`).to.equal(true);
+    } finally { await c.close(); await pc.close(); }
+  });
+});
