@@ -5,10 +5,11 @@
  * of that fix).
  */
 import { expect } from 'chai';
-import { useBroker } from '../support/broker.js';
+import { useBroker, startTestBroker, type TestBroker } from '../support/broker.js';
 import { connect, openReceiver, openSender, sendAll, collect, send, sleep, type Received } from '../support/client.js';
-import { tmFilters, cmdOf, scnOf, keyOf, bodyJson} from '../support/sow-client.js';
+import { tmFilters, cmdOf, scnOf, keyOf, bodyJson, sowQuery } from '../support/sow-client.js';
 import { runRetention } from '../../lib/ext/sow/index.js';
+import { ManualClock } from '../../lib/index.js';
 
 const sq = (name: string, args: Record<string, unknown> = {}) => ({ address: name, capabilities: ['create-on-demand'], dynamic_node_properties: { 'sow.key': '/id', ...args } });
 const rec = (id: string, extra: Record<string, unknown> = {}) => ({ body: JSON.stringify({ id, ...extra }) });
@@ -118,5 +119,27 @@ describe('SOW links (session 22 review)', function () {
       const condition = String(err?.condition ?? '');
       expect(gaps.length === 0 || condition === 'tidemark:scn-not-found', `${scns.length} events, gaps ${gaps.join(' ')}, condition ${condition}`).to.equal(true);
     } finally { await c.close(); await pc.close(); }
+  });
+});
+
+describe('SCNs of a SOW queue whose log was trimmed whole (session 22 review)', function () {
+  this.timeout(30000);
+  let tb: TestBroker | undefined;
+  afterEach(async () => { await tb?.stop(); tb = undefined; });
+
+  it('after a restart the next event gets an SCN past every earlier one (log.retention took every row, the records were deleted)', async function () {
+    const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
+    const clock = new ManualClock(T0);
+    tb = await startTestBroker({}, { clock });
+    await send(tb.url, sq('ret.sow', { durable: true, 'log.retention': '1s' }), [rec('a', { v: 1 }), rec('b', { v: 1 }), op('delete', { id: 'a' }), op('delete', { id: 'b' })]);
+    expect(tb.broker.nodes.get('ret.sow')!.committedScn).to.equal(4);
+    clock.set(T0 + 10_000);
+    await runRetention(tb.broker); // the whole log goes
+    expect(tb.broker.queueInfo(tb.broker.nodes.get('ret.sow')!).scn_oldest, 'the log is empty').to.equal(5);
+    await tb.restart();
+    expect(tb.broker.nodes.get('ret.sow')!.committedScn, 'head SCN after the restart').to.equal(4);
+    await send(tb.broker.urls[0], 'ret.sow', [rec('c', { v: 1 })]);
+    const r = await sowQuery(tb.broker.urls[0], 'ret.sow');
+    expect(r.records.map(scnOf), 'x-opt-tm-scn of the new record').to.deep.equal([5]);
   });
 });

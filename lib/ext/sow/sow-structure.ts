@@ -960,6 +960,10 @@ export class SowStructure implements QueueStructure {
         // Old rows are immutable, so they can go outside the commit order: two range deletes.
         const last = await store.get(scnKey(CoreTables.log, q.id, cutoff));
         const cutTs = last ? decodeEvent(last).meta.ts : now;
+        // The head row first (as plain queues keep it): with every log row gone and no record
+        // left, recovery would find no SCN and start again at 1. LevelDB applies writes in
+        // order, so no crash keeps the delete without it.
+        await store.batch([{ type: 'put', key: queuePrefix(CoreTables.head, q.id), value: scnBytes(committed + 1) }], false);
         await store.clearRange(queuePrefix(CoreTables.log, q.id), scnKey(CoreTables.log, q.id, cutoff));
         // The time index also answers historical queries at a time (bookmark.ts scnAtTime), which
         // reach back as far as the history window, log or no log: with history, the index keeps
