@@ -40,6 +40,71 @@ describe('SOW links (session 22 review)', function () {
   this.timeout(30000);
   const b = useBroker();
 
+  describe('2. replace while the old link holds what it has not sent', function () {
+    it('a paginated link whose shift-on message waits for credit: the record reaches the client', async function () {
+      const url = b.get().url;
+      await send(url, sq('rt.page'), [rec('a'), rec('b'), rec('c'), rec('d')]);
+      const c = await connect(url);
+      try {
+        const old = await openReceiver(c, { address: 'rt.page', filter: tmFilters({ command: 'sow_and_subscribe', options: { top_n: 2, skip_n: 0 } }) }, { name: 'p1' });
+        const seen = tap(old);
+        old.add_credit(4); // group_begin, a, b, group_end
+        await sleep(300);
+        expect(seen.map(tag)).to.deep.equal(['group_begin', 'sow:a', 'sow:b', 'group_end']);
+        old.add_credit(1);
+        await send(url, 'rt.page', [op('delete', { id: 'a' })]); // page becomes b, c: delete a, publish c
+        await sleep(300);
+        expect(seen.map(tag)).to.deep.equal(['group_begin', 'sow:a', 'sow:b', 'group_end', 'delete:a']);
+        // the client holds b; c is still in the old link's outbox
+        const nu = await openReceiver(c, { address: 'rt.page', filter: tmFilters({ command: 'sow_and_subscribe', options: { top_n: 2, skip_n: 0, replace: 'p1' } }) }, { name: 'p2' });
+        const got = await collect(nu, { idleMs: 600 });
+        const view = new Map<string, any>([['b', {}]]);
+        apply(view, got);
+        expect([...view.keys()].sort(), got.map(tag).join(',')).to.deep.equal(['b', 'c']);
+        expect(got.map(tag), 'b and the delete of a are not sent again').to.deep.equal(['group_begin', 'sow:c', 'group_end']);
+      } finally { await c.close(); }
+    });
+
+    it('a conflating link with an update and a delete still held: the client gets the latest state and the delete', async function () {
+      const url = b.get().url;
+      await send(url, sq('rt.conf'), [rec('x', { v: 1 }), rec('y', { v: 1 })]);
+      const c = await connect(url);
+      try {
+        const old = await openReceiver(c, { address: 'rt.conf', filter: tmFilters({ command: 'sow_and_subscribe', options: { conflation: '10s' } }) }, { name: 'c1' });
+        const first = await collect(old, { idleMs: 300, until: (m) => cmdOf(m) === 'group_end' });
+        expect(first.map(tag)).to.deep.equal(['group_begin', 'sow:x', 'sow:y', 'group_end']);
+        await send(url, 'rt.conf', [rec('x', { v: 2 }), op('delete', { id: 'y' })]);
+        await sleep(200);
+        const nu = await openReceiver(c, { address: 'rt.conf', filter: tmFilters({ command: 'sow_and_subscribe', options: { replace: 'c1' } }) }, { name: 'c2' });
+        const got = await collect(nu, { idleMs: 600 });
+        const view = new Map<string, any>([['x', { v: 1 }], ['y', { v: 1 }]]);
+        apply(view, got);
+        expect([...view.entries()], got.map(tag).join(',')).to.deep.equal([['x', { id: 'x', v: 2 }]]);
+      } finally { await c.close(); }
+    });
+
+    it('a replace of a replace not started yet (no credit): records that left focus get oof, none is sent again', async function () {
+      const url = b.get().url;
+      await send(url, sq('rt.chain'), [rec('a', { p: 1 }), rec('b', { p: 2 }), rec('c', { p: 3 }), rec('d', { p: 4 })]);
+      const c = await connect(url);
+      try {
+        const view = new Map<string, any>();
+        const l1 = await openReceiver(c, { address: 'rt.chain', filter: tmFilters({ command: 'sow_and_subscribe', options: { oof: true } }) }, { name: 'l1' });
+        apply(view, await collect(l1, { idleMs: 300, until: (m) => cmdOf(m) === 'group_end' }));
+        expect([...view.keys()]).to.deep.equal(['a', 'b', 'c', 'd']);
+        const l2 = await openReceiver(c, { address: 'rt.chain', filter: tmFilters({ command: 'sow_and_subscribe', options: { oof: true, replace: 'l1' } }) }, { name: 'l2' });
+        const l2msgs = tap(l2); // no credit
+        await sleep(200);
+        const l3 = await openReceiver(c, { address: 'rt.chain', filter: tmFilters({ command: 'sow_and_subscribe', filter: '/p > 2', options: { oof: true, replace: 'l2' } }) }, { name: 'l3' });
+        const got = await collect(l3, { idleMs: 600 });
+        apply(view, l2msgs);
+        apply(view, got);
+        expect([...view.keys()].sort(), got.map(tag).join(',')).to.deep.equal(['c', 'd']);
+        expect(got.filter((m) => cmdOf(m) === 'sow').map(keyOf), 'sent again').to.deep.equal([]);
+      } finally { await c.close(); }
+    });
+  });
+
   describe('3. conflation applies to the live part only', function () {
     const afterCompleted = (got: Received[]) => {
       const ci = got.findIndex((m) => cmdOf(m) === 'completed');

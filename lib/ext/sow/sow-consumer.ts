@@ -44,8 +44,8 @@ export interface SowPlan {
   annotate: boolean;
   /** Consumer checkpoints: every message carries x-opt-tm-checkpoint (wire.md 6). */
   checkpoint?: CheckpointPlan;
-  /** Taking over from another link (`replace`): what it delivered and how far it got. */
-  replaceFrom?: { delivered: Set<string>; position: number };
+  /** Taking over from another link (`replace`): the records its client holds, key -> SCN of the version it holds. */
+  replaceFrom?: Map<string, number>;
 }
 
 export interface CheckpointPlan {
@@ -56,8 +56,15 @@ export interface CheckpointPlan {
   bootstrap?: { start?: number; resumeAfterKey?: string; target?: number; position?: number; since?: number };
 }
 
+/**
+ * A message decided but not sent yet (in the outbox, held by conflation, or an oof held for
+ * group_end). `key` is the record it changes for the client and `prev` the version the client
+ * holds until it is sent (undefined: none), so a `replace` hands over what the client really has.
+ */
+interface Pending { bytes: Buffer; ann: Record<string, unknown>; ev?: SowEvent; key?: string; prev?: number }
+
 /** A message held back by conflation: the latest for its key; `held`, the checkpoint before the first event it stands for. */
-interface Conflated { bytes: Buffer; ann: Record<string, unknown>; ev: SowEvent; since: number; held?: Checkpoint }
+interface Conflated extends Pending { ev: SowEvent; since: number; held?: Checkpoint }
 
 interface Row { key: string; scn: number; ts: number; bytes: Buffer; /** expiry (ms) of a record with a TTL */ exp?: number; /** an incremental bootstrap's tombstone: sent as a delete */ tomb?: true }
 /** The body of a tombstone: the deleted record's state is not kept. */
@@ -99,13 +106,15 @@ export class SowConsumer implements Consumer {
   #fetching = false;
   #pumping = false;
   #closed = false;
-  readonly #delivered = new Set<string>();
+  /** The records sent (or, after a `replace`, kept) on this link: key -> SCN of the version sent. */
+  readonly #delivered = new Map<string, number>();
   readonly #track: boolean;
   /**
    * A `sow` query's deliveries, in order: only a `replace` taking the link over reads them, so
    * they are listed (cheap) rather than hashed into #delivered (a sixth of a snapshot's cost).
    */
-  readonly #queried: string[] = [];
+  readonly #queriedKeys: string[] = [];
+  readonly #queriedScns: number[] = [];
   #unsubscribe?: () => void;
   /** Closes the link with its queue, whatever phase it is in (registered when it opens). */
   #offClose?: () => void;
@@ -125,12 +134,12 @@ export class SowConsumer implements Consumer {
    * Replace: the oof `match` for each delivered record that left focus, held until the
    * snapshot's `group_end` (semantics.md 5: between the markers only records are sent).
    */
-  readonly #replaceLeft = new Fifo<{ bytes: Buffer; ann: Record<string, unknown> }>();
+  readonly #replaceLeft = new Fifo<Pending>();
   #draining = false;
   /** Paginated subscription (top_n + skip_n): every matching record in page order; #delivered is the page. */
   #paging?: PageIndex;
   /** Messages one event produced beyond the first, sent as credit allows before the next event. */
-  readonly #outbox = new Fifo<{ bytes: Buffer; ann: Record<string, unknown>; ev?: SowEvent }>();
+  readonly #outbox = new Fifo<Pending>();
   /** Broker time the snapshot is taken at: records whose TTL passed by then are not in it. */
   #snapAt = 0;
 
@@ -150,11 +159,28 @@ export class SowConsumer implements Consumer {
 
   #queryId(): string | undefined { return this.#plan.options.query_id; }
 
-  /** What this link has delivered and how far it got, for a `replace` taking it over. */
-  handOver(): { delivered: Set<string>; position: number } {
-    const delivered = new Set(this.#delivered);
-    for (const k of this.#queried) delivered.add(k);
-    return { delivered, position: this.#position };
+  /**
+   * The records this link's client holds, key -> SCN of the version it holds, for a `replace`
+   * taking the link over: what was sent, not what was decided (semantics.md 5: nothing lost).
+   */
+  handOver(): Map<string, number> {
+    // A replace of its own not finished yet: the records of the link it replaced that its
+    // snapshot has not settled are still the client's as that link left them.
+    const held = new Map(this.#plan.replaceFrom ?? []);
+    for (const [k, scn] of this.#delivered) held.set(k, scn);
+    for (let i = 0; i < this.#queriedKeys.length; i++) held.set(this.#queriedKeys[i], this.#queriedScns[i]);
+    // Messages not sent yet: per key, the client holds the version before the first of them
+    // (conflation holds older decisions than the outbox: the outbox empties into it under credit).
+    const undone = new Set<string>();
+    const undo = (m: Pending) => {
+      if (m.key === undefined || undone.has(m.key)) return;
+      undone.add(m.key);
+      if (m.prev === undefined) held.delete(m.key); else held.set(m.key, m.prev);
+    };
+    for (const m of this.#conflated.values()) undo(m);
+    for (let i = 0; i < this.#outbox.length; i++) undo(this.#outbox.at(i)!);
+    for (let i = 0; i < this.#replaceLeft.length; i++) undo(this.#replaceLeft.at(i)!);
+    return held;
   }
 
   #marker(cmd: string, scn?: number, cp?: Checkpoint, position?: number): void {
@@ -322,15 +348,14 @@ export class SowConsumer implements Consumer {
    * Returns true when the row should go through the normal snapshot rules.
    */
   #replaceRow(r: Row): boolean {
-    const rf = this.#plan.replaceFrom!;
-    const had = rf.delivered.has(r.key);
-    if (had) this.#replaceSeen.add(r.key);
+    const held = this.#plan.replaceFrom!.get(r.key);
+    if (held !== undefined) this.#replaceSeen.add(r.key);
     const matches = this.#req.predicates.length === 0 || this.#matches(new MessageEnv(decodeMessage(r.bytes)));
     if (!matches) {
-      if (had && this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match') });
+      if (held !== undefined && this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: held });
       return false;
     }
-    if (had && r.scn <= rf.position) { this.#delivered.add(r.key); return false; }
+    if (held !== undefined && r.scn <= held) { this.#delivered.set(r.key, held); return false; }
     return true;
   }
 
@@ -343,10 +368,10 @@ export class SowConsumer implements Consumer {
     const rf = this.#plan.replaceFrom;
     if (!rf) return;
     while (this.#replaceLeft.length) this.#outbox.push(this.#replaceLeft.shift()!);
-    for (const key of rf.delivered) {
+    for (const [key, held] of rf) {
       if (this.#replaceSeen.has(key)) continue;
       const empty = encodeMessage({ body: null });
-      this.#outbox.push({ bytes: empty, ann: this.#annotations(this.#plan.options.oof ? 'oof' : 'delete', this.#groupEndScn, key, this.#s.queue.ctx.clock.now(), this.#plan.options.oof ? 'deleted' : undefined) });
+      this.#outbox.push({ bytes: empty, ann: this.#annotations(this.#plan.options.oof ? 'oof' : 'delete', this.#groupEndScn, key, this.#s.queue.ctx.clock.now(), this.#plan.options.oof ? 'deleted' : undefined), key, prev: held });
     }
     this.#plan.replaceFrom = undefined;
   }
@@ -418,7 +443,8 @@ export class SowConsumer implements Consumer {
         const env = new MessageEnv(decodeMessage(r.bytes));
         if (this.#req.predicates.length && !this.#matches(env)) {
           // Replace: a record the old link delivered that no longer matches leaves focus.
-          if (rf?.delivered.has(r.key)) { this.#replaceSeen.add(r.key); if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match') }); }
+          const held = rf?.get(r.key);
+          if (held !== undefined) { this.#replaceSeen.add(r.key); if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: held }); }
           continue;
         }
         all.push(r); envs.set(r, env);
@@ -452,11 +478,11 @@ export class SowConsumer implements Consumer {
     const rf = this.#plan.replaceFrom;
     if (!rf) return;
     const onPage = new Set(page.map((r) => r.key));
-    for (const key of rf.delivered) {
+    for (const [key, held] of rf) {
       const e = pg.get(key);
       if (!e || onPage.has(key)) continue;
       this.#replaceSeen.add(key);
-      if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: e.bytes, ann: this.#annotations('oof', e.scn, key, e.ts, 'match') });
+      if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: e.bytes, ann: this.#annotations('oof', e.scn, key, e.ts, 'match'), key, prev: held });
     }
   }
 
@@ -525,10 +551,11 @@ export class SowConsumer implements Consumer {
     return ann;
   }
 
-  #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent, exp = ev?.exp): void {
+  /** Sends a message (`prev`: the version of ev.key the client held before it, for a `replace`). */
+  #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent, exp = ev?.exp, prev?: number): void {
     // Conflation is for live events only (semantics.md 5): the replay up to `completed` goes out
     // event by event, in SCN order, before it (wire.md 5).
-    if (ev && this.#plan.options.conflation && this.#phase === 'events' && ev.scn > this.#replayTarget) { this.#conflate(bytes, ann, ev); return; }
+    if (ev && this.#plan.options.conflation && this.#phase === 'events' && ev.scn > this.#replayTarget) { this.#conflate(bytes, ann, ev, prev); return; }
     if (ev && this.#plan.checkpoint) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#eventCheckpoint(ev));
     const idx = indexSections(bytes);
     const out = rewriteMessageSplit(bytes, idx, exp === undefined ? null : this.#remainingTtl(bytes, idx, exp), ann);
@@ -550,11 +577,17 @@ export class SowConsumer implements Consumer {
   }
 
   /** Keeps only the latest message per conflation key; the interval timer sends them. */
-  #conflate(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent): void {
+  #conflate(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent, prev: number | undefined): void {
     const k = this.#conflationKey(ev);
     const before = this.#conflated.get(k);
     this.#conflated.delete(k);
-    this.#conflated.set(k, { bytes, ann, ev, since: before?.since ?? ev.scn, held: before ? before.held : this.#beforeEvent });
+    if (before && before.key === ev.key) prev = before.prev; // the client still holds what it held before the first
+    else if (before && this.#track) {
+      // A conflation_key shared by another record: that record's message is never sent, so the
+      // client keeps the version it had.
+      if (before.prev === undefined) this.#delivered.delete(before.key!); else this.#delivered.set(before.key!, before.prev);
+    }
+    this.#conflated.set(k, { bytes, ann, ev, key: ev.key, prev, since: before?.since ?? ev.scn, held: before ? before.held : this.#beforeEvent });
     if (!before && this.#plan.checkpoint) this.#heldSince.push({ key: k, since: ev.scn });
     if (!this.#conflationTimer) {
       this.#conflationTimer = setInterval(() => this.#flushConflated(), this.#plan.options.conflation);
@@ -667,19 +700,26 @@ export class SowConsumer implements Consumer {
     if (this.#paging) { this.#handlePaged(ev); return; }
     const oof = this.#plan.options.oof === true;
     const matches = this.#req.predicates.length === 0 || this.#matches(this.#envOf(ev));
+    if (!this.#track) {
+      if (matches) this.#send(ev.bytes, this.#annotations(ev.op === 'delete' ? 'delete' : 'publish', ev.scn, ev.key, ev.ts), ev);
+      return;
+    }
+    const prev = this.#delivered.get(ev.key);
     if (ev.op === 'delete') {
-      if (!this.#track) { if (matches) this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev); return; }
-      if (this.#delivered.delete(ev.key)) {
-        if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, ev.expired ? 'expired' : 'deleted'), ev);
-        else this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev);
+      if (prev !== undefined) {
+        this.#delivered.delete(ev.key);
+        if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, ev.expired ? 'expired' : 'deleted'), ev, undefined, prev);
+        else this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev, undefined, prev);
       }
       return;
     }
     if (matches) {
-      if (this.#track) this.#delivered.add(ev.key);
-      this.#send(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts), ev);
-    } else if (this.#track && this.#delivered.delete(ev.key) && oof) {
-      this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev);
+      this.#delivered.set(ev.key, ev.scn);
+      this.#send(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts), ev, undefined, prev);
+    } else if (prev !== undefined) {
+      // Without oof the record leaves focus silently (the client keeps it, this link forgets it).
+      this.#delivered.delete(ev.key);
+      if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev, undefined, prev);
     }
   }
 
@@ -712,7 +752,7 @@ export class SowConsumer implements Consumer {
         else this.#emit(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev);
       } else if (oof) this.#emit(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev);
     }
-    for (const k of before) {
+    for (const k of before.keys()) {
       if (k === ev.key || now.has(k)) continue;
       const e = pg.get(k);
       if (oof && e) this.#emit(e.bytes, this.#annotations('oof', ev.scn, k, e.ts, 'match'), as(e));
@@ -720,11 +760,14 @@ export class SowConsumer implements Consumer {
     if (now.has(ev.key)) this.#emit(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts), ev);
     for (const e of page) if (e.key !== ev.key && !before.has(e.key)) this.#emit(e.bytes, this.#annotations('publish', ev.scn, e.key, e.ts), as(e));
     before.clear();
-    for (const k of now) before.add(k);
+    for (const e of page) before.set(e.key, e.scn);
   }
 
-  /** Queues a message; pump sends queued messages under credit before the next event. */
-  #emit(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent): void { this.#outbox.push({ bytes, ann, ev }); }
+  /**
+   * Queues a message about ev's record (with the version the client holds of it until sent);
+   * pump sends queued messages under credit before the next event.
+   */
+  #emit(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent): void { this.#outbox.push({ bytes, ann, ev, key: ev.key, prev: this.#delivered.get(ev.key) }); }
 
   /** A streamed `top_n` query has sent its page: nothing more to read. */
   #pageFull(): boolean {
@@ -739,7 +782,7 @@ export class SowConsumer implements Consumer {
       while (!this.#closed && this.#sink.credit() > 0) {
         if (this.#outbox.length) {
           const m = this.#outbox.shift()!;
-          this.#send(m.bytes, m.ann, m.ev);
+          this.#send(m.bytes, m.ann, m.ev, undefined, m.prev);
           continue;
         }
         if (this.#phase === 'snapshot') {
@@ -758,8 +801,8 @@ export class SowConsumer implements Consumer {
             if (this.#plan.replaceFrom && !this.#replaceRow(r)) continue;
             if (this.#sortedLoaded || this.#admitRow(r)) {
               this.#sent++;
-              if (this.#track) this.#delivered.add(r.key);
-              else if (this.#plan.command === 'sow') this.#queried.push(r.key);
+              if (this.#track) this.#delivered.set(r.key, r.scn);
+              else if (this.#plan.command === 'sow') { this.#queriedKeys.push(r.key); this.#queriedScns.push(r.scn); }
               const ann = this.#annotations('sow', r.scn, r.key, r.ts);
               if (this.#plan.checkpoint?.bootstrap) ann['x-opt-tm-checkpoint'] = this.#snapshotRowCheckpoint(r.key);
               this.#send(r.bytes, ann, undefined, r.exp);
