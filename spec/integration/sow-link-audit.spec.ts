@@ -40,6 +40,72 @@ describe('SOW links (session 22 review)', function () {
   this.timeout(30000);
   const b = useBroker();
 
+  describe('1. replace with top_n', function () {
+    it('streamed (no order_by): no delete for records the snapshot did not reach', async function () {
+      const url = b.get().url;
+      const N = 3000;
+      await send(url, sq('rt.big'), Array.from({ length: N }, (_, i) => rec(`k${String(i).padStart(5, '0')}`, { p: i === 0 ? 0 : 1 })));
+      const c = await connect(url);
+      try {
+        const old = await openReceiver(c, { address: 'rt.big', filter: tmFilters({ command: 'sow_and_subscribe', filter: '/p = 1' }) }, { name: 'v1' });
+        const first = await collect(old, { idleMs: 500, credit: 1000, until: (m) => cmdOf(m) === 'group_end' });
+        expect(first.filter((m) => cmdOf(m) === 'sow')).to.have.length(N - 1);
+        const nu = await openReceiver(c, { address: 'rt.big', filter: tmFilters({ command: 'sow_and_subscribe', options: { top_n: 1, replace: 'v1' } }) }, { name: 'v2' });
+        const got = await collect(nu, { idleMs: 800, credit: 1000 });
+        const bad = got.filter((m) => cmdOf(m) === 'delete' || cmdOf(m) === 'oof');
+        expect(bad.length, `${bad.length} deletes, first ${bad.slice(0, 3).map(tag)}`).to.equal(0);
+      } finally { await c.close(); }
+    });
+
+    it('with order_by (sorted, no skip_n): no false delete either', async function () {
+      const url = b.get().url;
+      await send(url, sq('rt.topn2'), [rec('a', { p: 1 }), rec('b', { p: 2 }), rec('c', { p: 3 })]);
+      const c = await connect(url);
+      try {
+        const old = await openReceiver(c, { address: 'rt.topn2', filter: tmFilters({ command: 'sow_and_subscribe' }) }, { name: 'v1' });
+        await collect(old, { idleMs: 300, until: (m) => cmdOf(m) === 'group_end' });
+        const nu = await openReceiver(c, { address: 'rt.topn2', filter: tmFilters({ command: 'sow_and_subscribe', options: { top_n: 1, order_by: '/p DESC', oof: true, replace: 'v1' } }) }, { name: 'v2' });
+        const got = await collect(nu, { idleMs: 600 });
+        const tags = got.map(tag);
+        expect(tags.filter((t) => t.includes('deleted') || t.startsWith('delete')), tags.join(',')).to.deep.equal([]);
+      } finally { await c.close(); }
+    });
+
+    const pastPage = [
+      // streamed: the page (k000, k001, new to the client) fills in the first chunk; the changes are in the second
+      { name: 'streamed', count: 600, oldFilter: '/p = 1 AND /n > 1', orderBy: undefined, page: ['k000', 'k001'], deleted: 'k597', left: 'k598', changed: 'k599', live: 'k550' },
+      { name: 'order_by', count: 10, oldFilter: '/p = 1', orderBy: '/n DESC', page: [], deleted: 'k002', left: 'k003', changed: 'k004', live: 'k005' },
+    ];
+    for (const t of pastPage) {
+      it(`records the client holds past the page (${t.name}): deleted, no longer matching, changed and unchanged ones, then live`, async function () {
+        const url = b.get().url, q = `rt.past.${t.name}`;
+        const ids = Array.from({ length: t.count }, (_, i) => `k${String(i).padStart(3, '0')}`);
+        await send(url, sq(q), ids.map((id, i) => rec(id, { p: 1, n: i })));
+        const c = await connect(url);
+        try {
+          const old = await openReceiver(c, { address: q, filter: tmFilters({ command: 'sow_and_subscribe', filter: t.oldFilter, options: { oof: true } }) }, { name: 'o1' });
+          const seen = tap(old);
+          const held = t.count - (t.oldFilter.includes('/n > 1') ? 2 : 0);
+          old.add_credit(held + 2); // the snapshot only: the changes below stay unsent on this link
+          await sleep(500);
+          expect(seen.filter((m) => cmdOf(m) === 'sow')).to.have.length(held);
+          await send(url, q, [op('delete', { id: t.deleted }), rec(t.left, { p: 2, n: 0 }), rec(t.changed, { p: 1, n: Number(t.changed.slice(1)), v: 2 })]);
+          const nu = await openReceiver(c, { address: q, filter: tmFilters({ command: 'sow_and_subscribe', filter: '/p = 1', options: { top_n: 2, oof: true, replace: 'o1', ...(t.orderBy ? { order_by: t.orderBy } : {}) } }) }, { name: 'o2' });
+          const got = tap(nu);
+          nu.add_credit(100);
+          await sleep(500);
+          // unchanged records are kept (the page's too: by /n DESC k009 and k008), not sent again
+          expect(got.map(tag)).to.deep.equal(['group_begin', ...t.page.map((k) => `sow:${k}`), `sow:${t.changed}`, 'group_end', `oof:${t.left}:match`, `oof:${t.deleted}:deleted`]);
+          // a record kept past the page is still this link's: its delete comes
+          const n = got.length;
+          await send(url, q, [op('delete', { id: t.live })]);
+          await sleep(300);
+          expect(got.slice(n).map(tag)).to.deep.equal([`oof:${t.live}:deleted`]);
+        } finally { await c.close(); }
+      });
+    }
+  });
+
   describe('2. replace while the old link holds what it has not sent', function () {
     it('a paginated link whose shift-on message waits for credit: the record reaches the client', async function () {
       const url = b.get().url;

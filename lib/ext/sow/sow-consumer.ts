@@ -66,7 +66,12 @@ interface Pending { bytes: Buffer; ann: Record<string, unknown>; ev?: SowEvent; 
 /** A message held back by conflation: the latest for its key; `held`, the checkpoint before the first event it stands for. */
 interface Conflated extends Pending { ev: SowEvent; since: number; held?: Checkpoint }
 
-interface Row { key: string; scn: number; ts: number; bytes: Buffer; /** expiry (ms) of a record with a TTL */ exp?: number; /** an incremental bootstrap's tombstone: sent as a delete */ tomb?: true }
+interface Row {
+  key: string; scn: number; ts: number; bytes: Buffer;
+  /** expiry (ms) of a record with a TTL */ exp?: number;
+  /** an incremental bootstrap's tombstone: sent as a delete */ tomb?: true;
+  /** a replace's lookup of a record its client holds (#fetchHeld) */ lookup?: true;
+}
 /** The body of a tombstone: the deleted record's state is not kept. */
 const TOMBSTONE_BYTES = encodeMessage({ body: null });
 
@@ -343,20 +348,38 @@ export class SowConsumer implements Consumer {
   }
 
   /**
-   * Replace (semantics.md 5): a record the old link already delivered and that has not changed
-   * since its position is not sent again; one that no longer matches gets an oof `match`.
-   * Returns true when the row should go through the normal snapshot rules.
+   * Replace (semantics.md 5), a row of a streamed snapshot: a record new to the client goes by
+   * the query's rules (#admitRow). One the client holds takes its place in the answer as any
+   * matching record does (skip_n, top_n) but is sent only if it changed since the version the
+   * client has, on the page or past it (the client must not keep an older state); one that no
+   * longer matches gets an oof `match` after group_end.
    */
-  #replaceRow(r: Row): boolean {
+  #replaceRow(r: Row): void {
+    // (a lookup can start while the snapshot's last row for that key is shifted but not yet settled)
+    if (r.lookup && this.#replaceSeen.has(r.key)) return;
     const held = this.#plan.replaceFrom!.get(r.key);
-    if (held !== undefined) this.#replaceSeen.add(r.key);
-    const matches = this.#req.predicates.length === 0 || this.#matches(new MessageEnv(decodeMessage(r.bytes)));
-    if (!matches) {
-      if (held !== undefined && this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: held });
-      return false;
+    if (held === undefined) {
+      if (this.#admitRow(r)) { this.#sent++; this.#sendRow(r); }
+      return;
     }
-    if (held !== undefined && r.scn <= held) { this.#delivered.set(r.key, held); return false; }
-    return true;
+    this.#replaceSeen.add(r.key);
+    if (this.#req.predicates.length && !this.#matches(new MessageEnv(decodeMessage(r.bytes)))) {
+      if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: held });
+      return;
+    }
+    const skip = this.#plan.options.skip_n;
+    if (skip && this.#skipped < skip) this.#skipped++; else this.#sent++;
+    if (r.scn <= held) { this.#delivered.set(r.key, held); return; }
+    this.#sendRow(r);
+  }
+
+  /** A snapshot record goes out (`sow`). */
+  #sendRow(r: Row): void {
+    if (this.#track) this.#delivered.set(r.key, r.scn);
+    else if (this.#plan.command === 'sow') { this.#queriedKeys.push(r.key); this.#queriedScns.push(r.scn); }
+    const ann = this.#annotations('sow', r.scn, r.key, r.ts);
+    if (this.#plan.checkpoint?.bootstrap) ann['x-opt-tm-checkpoint'] = this.#snapshotRowCheckpoint(r.key);
+    this.#send(r.bytes, ann, undefined, r.exp);
   }
 
   /**
@@ -378,10 +401,10 @@ export class SowConsumer implements Consumer {
 
   /** Applies filter, skip_n and top_n to a snapshot row; true when it is to be sent. */
   #admitRow(r: Row): boolean {
-    if (this.#req.predicates.length && !this.#matches(new MessageEnv(decodeMessage(r.bytes)))) return false;
     const o = this.#plan.options;
+    if (o.top_n !== undefined && this.#sent >= o.top_n) return false; // (the page is full: no decode)
+    if (this.#req.predicates.length && !this.#matches(new MessageEnv(decodeMessage(r.bytes)))) return false;
     if (o.skip_n && this.#skipped < o.skip_n) { this.#skipped++; return false; }
-    if (o.top_n !== undefined && this.#sent >= o.top_n) return false;
     return true;
   }
 
@@ -392,6 +415,7 @@ export class SowConsumer implements Consumer {
 
   async #fetchSnapshotChunk(): Promise<void> {
     if (this.#fetching || this.#rowsDone || !this.#snapshot) return;
+    if (this.#plan.replaceFrom && this.#pageFilled()) return this.#fetchHeld();
     this.#fetching = true;
     try {
       const batch = await this.#snapshot.next(SNAPSHOT_CHUNK);
@@ -416,6 +440,34 @@ export class SowConsumer implements Consumer {
     if (this.#rows.length <= SNAPSHOT_LOW_WATER && !this.#closed && !this.#rowsDone && !this.#pageFull()) this.#fetchSnapshot();
   }
 
+  /** Replace: the keys of the records the client holds, for #fetchHeld. */
+  #heldKeys?: Iterator<string>;
+
+  /**
+   * Replace with `top_n`, its page complete: the records the client holds that the snapshot did
+   * not reach are looked up at S (rather than the rest of the snapshot walked) and settled as
+   * any held row (#replaceRow); those with no record at S stay unseen (deleted, #replaceAfterSnapshot).
+   */
+  async #fetchHeld(): Promise<void> {
+    if (this.#fetching || this.#rowsDone || !this.#snapshot || this.#rows.length) return;
+    this.#fetching = true;
+    try {
+      const it = (this.#heldKeys ??= this.#plan.replaceFrom!.keys());
+      const keys: string[] = [];
+      for (let n = it.next(); !n.done; n = keys.length < SNAPSHOT_CHUNK ? it.next() : { done: true, value: undefined }) {
+        if (!this.#replaceSeen.has(n.value)) keys.push(n.value);
+      }
+      if (!keys.length) { this.#rowsDone = true; await this.#releaseSnapshot(); }
+      else {
+        const rows = await this.#snapshot.rowsOf(keys);
+        // These rows take no credit: nothing else gives the event loop to other clients between chunks.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        for (const r of rows) if (!SowStructure.expiredAt(r.exp, this.#snapAt)) this.#rows.push({ ...r, lookup: true });
+      }
+    } finally { this.#fetching = false; }
+    this.pump();
+  }
+
   async #releaseSnapshot(): Promise<void> {
     const c = this.#snapshot ?? this.#histStream;
     this.#snapshot = undefined; this.#histStream = undefined;
@@ -427,30 +479,41 @@ export class SowConsumer implements Consumer {
     // The cursor is this method's until the rows are loaded: credit arriving meanwhile must
     // not start a streamed fetch on it (a second next() on a busy LevelDB iterator).
     this.#fetching = true;
-    try { await this.#loadAllSortedRows(); } finally { this.#fetching = false; }
+    try {
+      await this.#loadSorted(async () => {
+        const batch = await this.#snapshot!.next(1000);
+        if (batch.length) return batch;
+        await this.#releaseSnapshot(); // read whole: the LevelDB snapshot is not held while sorting
+        return undefined;
+      });
+    } finally { this.#fetching = false; await this.#releaseSnapshot(); }
     this.pump();
   }
 
-  async #loadAllSortedRows(): Promise<void> {
+  /**
+   * A sorted answer (current or historical): every matching record at S from `read` (undefined
+   * once done), sorted, then the page [skip_n, skip_n + top_n) as the rows to send.
+   * Replace: every record the client holds is settled here. One that no longer matches gets an
+   * oof `match`; on the page, or (not paginated) past it, it is sent only if it changed since
+   * the version the client has; off a paginated link's page it leaves focus (#loadPaging).
+   */
+  async #loadSorted(read: () => Promise<Row[] | undefined>): Promise<void> {
     const all: Row[] = [];
     const envs = new Map<Row, MessageEnv>();
     const rf = this.#plan.replaceFrom;
-    for (;;) {
-      const batch = await this.#snapshot!.next(1000);
-      if (!batch.length) break;
+    for (let batch = await read(); batch !== undefined; batch = await read()) {
       for (const r of batch) {
         if (SowStructure.expiredAt(r.exp, this.#snapAt)) continue;
+        const held = rf?.get(r.key);
+        if (held !== undefined) this.#replaceSeen.add(r.key);
         const env = new MessageEnv(decodeMessage(r.bytes));
         if (this.#req.predicates.length && !this.#matches(env)) {
-          // Replace: a record the old link delivered that no longer matches leaves focus.
-          const held = rf?.get(r.key);
-          if (held !== undefined) { this.#replaceSeen.add(r.key); if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: held }); }
+          if (held !== undefined && this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: held });
           continue;
         }
         all.push(r); envs.set(r, env);
       }
     }
-    await this.#releaseSnapshot();
     if (this.#plan.options.order_by) {
       const cmp = compileOrderBy(this.#plan.options.order_by);
       all.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
@@ -458,11 +521,26 @@ export class SowConsumer implements Consumer {
     const o = this.#plan.options;
     const start = o.skip_n ?? 0;
     const page = all.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
-    this.#rows = new Fifo(page);
     if (this.#paging) this.#loadPaging(all, envs, page);
-    this.#skipped = o.skip_n ?? 0;
+    this.#rows = new Fifo(rf ? this.#replaceSorted(rf, page, all) : page);
+    this.#skipped = start;
     this.#rowsDone = true;
     this.#sortedLoaded = true;
+  }
+
+  /** Replace, a sorted answer: the rows to send of `page` (and, not paginated, of the other matching records the client holds). */
+  #replaceSorted(rf: Map<string, number>, page: Row[], all: Row[]): Row[] {
+    const send: Row[] = [];
+    const settle = (r: Row) => {
+      const held = rf.get(r.key);
+      if (held !== undefined && r.scn <= held) this.#delivered.set(r.key, held); else send.push(r);
+    };
+    for (const r of page) settle(r);
+    if (!this.#paging && page.length < all.length) {
+      const onPage = new Set(page.map((r) => r.key));
+      for (const r of all) if (rf.has(r.key) && !onPage.has(r.key)) settle(r);
+    }
+    return send;
   }
   #sortedLoaded = false;
 
@@ -518,25 +596,8 @@ export class SowConsumer implements Consumer {
       this.pump();
       return;
     }
-    const out: Row[] = [];
-    try {
-      for (let rows = await scan.next(); rows !== undefined; rows = await scan.next()) for (const r of rows) out.push(r);
-    } finally { await scan.close(); }
-    const o = this.#plan.options;
-    let rows = out;
-    if (this.#req.predicates.length) rows = rows.filter((r) => this.#matches(new MessageEnv(decodeMessage(r.bytes))));
-    if (o.order_by) {
-      const cmp = compileOrderBy(o.order_by);
-      const envs = new Map(rows.map((r) => [r, new MessageEnv(decodeMessage(r.bytes))] as const));
-      rows.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
-    }
-    const start = o.skip_n ?? 0;
-    const page = rows.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
-    this.#rows = new Fifo(page);
-    if (this.#paging) this.#loadPaging(rows, new Map(rows.map((r) => [r, new MessageEnv(decodeMessage(r.bytes))] as const)), page);
-    this.#skipped = start;
-    this.#sortedLoaded = true;
-    this.#rowsDone = true;
+    this.#fetching = true;
+    try { await this.#loadSorted(() => scan.next()); } finally { this.#fetching = false; await scan.close(); }
     // A point older than the window answers with nothing, at SCN 0.
     this.#groupEndScn = Math.max(0, S);
     this.pump();
@@ -769,11 +830,14 @@ export class SowConsumer implements Consumer {
    */
   #emit(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent): void { this.#outbox.push({ bytes, ann, ev, key: ev.key, prev: this.#delivered.get(ev.key) }); }
 
-  /** A streamed `top_n` query has sent its page: nothing more to read. */
-  #pageFull(): boolean {
+  /** A streamed `top_n` query has its page. */
+  #pageFilled(): boolean {
     const n = this.#plan.options.top_n;
     return !this.#sortedLoaded && n !== undefined && this.#sent >= n;
   }
+
+  /** A streamed `top_n` query has its page: nothing more to read (a replace reads on, #fetchHeld). */
+  #pageFull(): boolean { return this.#pageFilled() && !this.#plan.replaceFrom; }
 
   pump(): void {
     if (this.#pumping || this.#closed) return;
@@ -798,15 +862,9 @@ export class SowConsumer implements Consumer {
               this.#send(r.bytes, ann);
               continue;
             }
-            if (this.#plan.replaceFrom && !this.#replaceRow(r)) continue;
-            if (this.#sortedLoaded || this.#admitRow(r)) {
-              this.#sent++;
-              if (this.#track) this.#delivered.set(r.key, r.scn);
-              else if (this.#plan.command === 'sow') { this.#queriedKeys.push(r.key); this.#queriedScns.push(r.scn); }
-              const ann = this.#annotations('sow', r.scn, r.key, r.ts);
-              if (this.#plan.checkpoint?.bootstrap) ann['x-opt-tm-checkpoint'] = this.#snapshotRowCheckpoint(r.key);
-              this.#send(r.bytes, ann, undefined, r.exp);
-            }
+            // (a sorted answer settled a replace's rows when it was loaded)
+            if (this.#plan.replaceFrom && !this.#sortedLoaded) { this.#replaceRow(r); continue; }
+            if (this.#sortedLoaded || this.#admitRow(r)) { this.#sent++; this.#sendRow(r); }
             continue;
           }
           const full = this.#pageFull();
