@@ -25,6 +25,7 @@ import { HistoricalScan } from './historical-scan.js';
 import { CurrentSnapshot } from './current-snapshot.js';
 import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';
 import { PageIndex, type PageEntry } from './paging.js';
+import { SLICE_MS, TopN, sortInSlices, sortValues, sortableCompare, type Sortable } from './sorted-answer.js';
 import type { Command, CommandOptions } from './options.js';
 import { logger } from '../../core/log.js';
 import { Fifo } from '../../core/fifo.js';
@@ -65,6 +66,9 @@ interface Pending { bytes: Buffer; ann: Record<string, unknown>; ev?: SowEvent; 
 
 /** A message held back by conflation: the latest for its key; `held`, the checkpoint before the first event it stands for. */
 interface Conflated extends Pending { ev: SowEvent; since: number; held?: Checkpoint }
+
+/** A record of a sorted answer, with its page index entry on a paginated link. */
+interface SortedRow extends Sortable<Row> { entry?: PageEntry }
 
 interface Row {
   key: string; scn: number; ts: number; bytes: Buffer;
@@ -492,53 +496,80 @@ export class SowConsumer implements Consumer {
 
   /**
    * A sorted answer (current or historical): every matching record at S from `read` (undefined
-   * once done), sorted, then the page [skip_n, skip_n + top_n) as the rows to send.
+   * once done), sorted, then the page [skip_n, skip_n + top_n) as the rows to send. Sort values
+   * are read once per record; with top_n (not paginated) only the first skip_n + top_n are
+   * kept (a bounded heap); the reading and the sort give the event loop to other clients every
+   * few ms (sorted-answer.ts).
    * Replace: every record the client holds is settled here. One that no longer matches gets an
    * oof `match`; on the page, or (not paginated) past it, it is sent only if it changed since
    * the version the client has; off a paginated link's page it leaves focus (#loadPaging).
    */
   async #loadSorted(read: () => Promise<Row[] | undefined>): Promise<void> {
-    const all: Row[] = [];
-    const envs = new Map<Row, MessageEnv>();
+    const o = this.#plan.options;
+    const order = o.order_by ? compileOrderBy(o.order_by) : undefined;
+    const cmp = sortableCompare<Row>(order);
+    const pg = this.#paging;
+    const start = o.skip_n ?? 0;
+    // A page index needs every matching record; a plain top_n only the best skip_n + top_n.
+    const top = !pg && o.top_n !== undefined ? new TopN<SortedRow>(start + o.top_n, cmp) : undefined;
+    const all: SortedRow[] = [];
     const rf = this.#plan.replaceFrom;
+    // Replace, not paginated: the matching records the client holds, wherever they sort.
+    const held: Row[] = [];
+    let seq = 0;
+    let t = performance.now();
     for (let batch = await read(); batch !== undefined; batch = await read()) {
       for (const r of batch) {
         if (SowStructure.expiredAt(r.exp, this.#snapAt)) continue;
-        const held = rf?.get(r.key);
-        if (held !== undefined) this.#replaceSeen.add(r.key);
+        const had = rf?.get(r.key);
+        if (had !== undefined) this.#replaceSeen.add(r.key);
         const env = new MessageEnv(decodeMessage(r.bytes));
         if (this.#req.predicates.length && !this.#matches(env)) {
-          if (held !== undefined && this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: held });
+          if (had !== undefined && o.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: had });
           continue;
         }
-        all.push(r); envs.set(r, env);
+        const item: SortedRow = { row: r, vals: sortValues(order, env), seq: seq++ };
+        if (pg) pg.index(item.entry = pg.entry(r.key, r.scn, r.ts, r.bytes, env));
+        if (top) top.add(item); else all.push(item);
+        if (had !== undefined && !pg) held.push(r);
       }
+      if (performance.now() - t >= SLICE_MS) { await this.#pause(); t = performance.now(); }
     }
-    if (this.#plan.options.order_by) {
-      const cmp = compileOrderBy(this.#plan.options.order_by);
-      all.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
+    const kept = top ? top.items() : all;
+    // (without order_by the records came in key order: the answer's order)
+    const sorted = order ? await sortInSlices(kept, cmp, () => this.#pause()) : kept;
+    const page = sorted.slice(start, o.top_n !== undefined ? start + o.top_n : undefined).map((d) => d.row);
+    if (pg) {
+      const entries = new Array<PageEntry>(sorted.length);
+      for (let i = 0; i < sorted.length; i++) {
+        entries[i] = sorted[i].entry!;
+        if ((i & 4095) === 4095 && performance.now() - t >= SLICE_MS) { await this.#pause(); t = performance.now(); }
+      }
+      this.#loadPaging(entries, page);
     }
-    const o = this.#plan.options;
-    const start = o.skip_n ?? 0;
-    const page = all.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
-    if (this.#paging) this.#loadPaging(all, envs, page);
-    this.#rows = new Fifo(rf ? this.#replaceSorted(rf, page, all) : page);
+    this.#rows = new Fifo(rf ? this.#replaceSorted(rf, page, held) : page);
     this.#skipped = start;
     this.#rowsDone = true;
     this.#sortedLoaded = true;
   }
 
-  /** Replace, a sorted answer: the rows to send of `page` (and, not paginated, of the other matching records the client holds). */
-  #replaceSorted(rf: Map<string, number>, page: Row[], all: Row[]): Row[] {
+  /** Gives the event loop to other clients; a link closed meanwhile stops its work there. */
+  async #pause(): Promise<void> {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    if (this.#closed) throw new TidemarkError(Conditions.internal, 'link closed');
+  }
+
+  /** Replace, a sorted answer: the rows to send of `page` (and, not paginated, of the other matching records the client holds, `held`). */
+  #replaceSorted(rf: Map<string, number>, page: Row[], held: Row[]): Row[] {
     const send: Row[] = [];
     const settle = (r: Row) => {
       const held = rf.get(r.key);
       if (held !== undefined && r.scn <= held) this.#delivered.set(r.key, held); else send.push(r);
     };
     for (const r of page) settle(r);
-    if (!this.#paging && page.length < all.length) {
+    if (!this.#paging && held.length) {
       const onPage = new Set(page.map((r) => r.key));
-      for (const r of all) if (rf.has(r.key) && !onPage.has(r.key)) settle(r);
+      for (const r of held) if (!onPage.has(r.key)) settle(r);
     }
     return send;
   }
@@ -550,9 +581,9 @@ export class SowConsumer implements Consumer {
    * Replace: records the old link delivered that still match but are off the new page leave
    * its focus (an oof `match`), not deleted.
    */
-  #loadPaging(all: Row[], envs: Map<Row, MessageEnv>, page: Row[]): void {
+  #loadPaging(entries: PageEntry[], page: Row[]): void {
     const pg = this.#paging!;
-    pg.load(all.map((r) => pg.entry(r.key, r.scn, r.ts, r.bytes, envs.get(r)!)));
+    pg.load(entries, true); // (in the answer's order, which is the index's: sort values, then key order)
     const rf = this.#plan.replaceFrom;
     if (!rf) return;
     const onPage = new Set(page.map((r) => r.key));
