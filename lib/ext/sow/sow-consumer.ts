@@ -559,7 +559,7 @@ export class SowConsumer implements Consumer {
   /**
    * A streamed snapshot gives the event loop to other clients once it has worked SLICE_MS since
    * it last did: records read from memory come without I/O, and those a filter refuses take no
-   * credit, so nothing else paced a selective query's walk (300k records held the broker ~0.8 s).
+   * credit, so nothing else paced a selective query's walk (300k records held the broker ~1 s).
    */
   async #yieldIfDue(): Promise<void> {
     if (performance.now() - this.#lastYield < SLICE_MS) return;
@@ -573,17 +573,17 @@ export class SowConsumer implements Consumer {
     if (this.#closed) throw new TidemarkError(Conditions.internal, 'link closed');
   }
 
-  /** Replace, a sorted answer: the rows to send of `page` (and, not paginated, of the other matching records the client holds, `held`). */
-  #replaceSorted(rf: Map<string, number>, page: Row[], held: Row[]): Row[] {
+  /** Replace, a sorted answer: the rows to send of `page` (and, not paginated, of `heldRows`, the other matching records the client holds). */
+  #replaceSorted(rf: Map<string, number>, page: Row[], heldRows: Row[]): Row[] {
     const send: Row[] = [];
     const settle = (r: Row) => {
       const held = rf.get(r.key);
       if (held !== undefined && r.scn <= held) this.#delivered.set(r.key, held); else send.push(r);
     };
     for (const r of page) settle(r);
-    if (!this.#paging && held.length) {
+    if (!this.#paging && heldRows.length) {
       const onPage = new Set(page.map((r) => r.key));
-      for (const r of held) if (!onPage.has(r.key)) settle(r);
+      for (const r of heldRows) if (!onPage.has(r.key)) settle(r);
     }
     return send;
   }
