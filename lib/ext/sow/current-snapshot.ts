@@ -76,43 +76,60 @@ export class CurrentSnapshot {
 
   /** The next records (up to `n` keys looked at, more while none of them has one); none once done. */
   async next(n: number): Promise<SnapshotRow[]> {
-    const keys = this.#keys, records = this.#records, S = this.#S;
-    let rows: Array<SnapshotRow | undefined> = [];
+    const keys = this.#keys;
+    let rows: SnapshotRow[] = [];
     while (!this.#closed && rows.length === 0 && this.#pos < keys.length) {
-      // Keys changed since S: their place in `rows`, their key, their row and its SCN if known.
-      const at: number[] = [], changed: string[] = [], reads: Buffer[] = [], scns: Array<number | undefined> = [];
-      const end = Math.min(keys.length, this.#pos + n);
-      for (; this.#pos < end; this.#pos++) {
-        const key = keys[this.#pos];
-        const r = records.get(key);
-        if (r !== undefined && r.scn <= S) {
-          rows.push(r.exp !== undefined ? { key, scn: r.scn, ts: r.ts, bytes: r.bytes, exp: r.exp } : { key, scn: r.scn, ts: r.ts, bytes: r.bytes });
-        } else {
-          const where = this.#rows.at(key);
-          if (where === undefined) continue; // no version at S: created since
-          at.push(rows.length); rows.push(undefined); changed.push(key); reads.push(where.row); scns.push(where.scn);
-        }
-      }
-      if (reads.length === 0) continue; // (none of these keys had a record at S: the next chunk, or the end)
-      const read = this.#store.getMany(reads, this.#snapshot);
-      this.#reading = read;
-      let values: Array<Buffer | undefined>;
-      try { values = await read; } finally { this.#reading = undefined; }
-      if (this.#closed) return [];
-      let absent = 0;
-      for (let i = 0; i < at.length; i++) {
-        const v = values[i];
-        if (!v) { absent++; continue; } // no record at S: the key was created (or re-created) since
-        const { meta, message } = decodeEvent(v);
-        if (meta.op === 'delete') { absent++; continue; } // its version at S is a tombstone
-        // (a copy: the row's bytes outlive the value read, which holds the event's metadata too)
-        const row: SnapshotRow = { key: changed[i], scn: scns[i] ?? meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
-        if (meta.exp !== undefined) row.exp = meta.exp;
-        rows[at[i]] = row;
-      }
-      // Keys without a record at S leave gaps: closed up, so an empty answer means the end.
-      if (absent) rows = rows.filter((r) => r !== undefined);
+      const from = this.#pos;
+      this.#pos = Math.min(keys.length, from + n);
+      rows = await this.#read(keys, from, this.#pos);
     }
+    return rows;
+  }
+
+  /**
+   * The records at S of the given keys (those that had one then), in that order: a `replace`
+   * looks up the records its client holds that a `top_n` snapshot did not reach.
+   */
+  rowsOf(keys: readonly string[]): Promise<SnapshotRow[]> {
+    return this.#closed ? Promise.resolve([]) : this.#read(keys, 0, keys.length);
+  }
+
+  /** The records at S of keys[from, to). */
+  async #read(keys: readonly string[], from: number, to: number): Promise<SnapshotRow[]> {
+    const records = this.#records, S = this.#S;
+    let rows: Array<SnapshotRow | undefined> = [];
+    // Keys changed since S: their place in `rows`, their key, their row and its SCN if known.
+    const at: number[] = [], changed: string[] = [], reads: Buffer[] = [], scns: Array<number | undefined> = [];
+    for (let i = from; i < to; i++) {
+      const key = keys[i];
+      const r = records.get(key);
+      if (r !== undefined && r.scn <= S) {
+        rows.push(r.exp !== undefined ? { key, scn: r.scn, ts: r.ts, bytes: r.bytes, exp: r.exp } : { key, scn: r.scn, ts: r.ts, bytes: r.bytes });
+      } else {
+        const where = this.#rows.at(key);
+        if (where === undefined) continue; // no version at S: created since
+        at.push(rows.length); rows.push(undefined); changed.push(key); reads.push(where.row); scns.push(where.scn);
+      }
+    }
+    if (reads.length === 0) return rows as SnapshotRow[];
+    const read = this.#store.getMany(reads, this.#snapshot);
+    this.#reading = read;
+    let values: Array<Buffer | undefined>;
+    try { values = await read; } finally { this.#reading = undefined; }
+    if (this.#closed) return [];
+    let absent = 0;
+    for (let i = 0; i < at.length; i++) {
+      const v = values[i];
+      if (!v) { absent++; continue; } // no record at S: the key was created (or re-created) since
+      const { meta, message } = decodeEvent(v);
+      if (meta.op === 'delete') { absent++; continue; } // its version at S is a tombstone
+      // (a copy: the row's bytes outlive the value read, which holds the event's metadata too)
+      const row: SnapshotRow = { key: changed[i], scn: scns[i] ?? meta.w ?? 0, ts: meta.ts, bytes: Buffer.from(message) };
+      if (meta.exp !== undefined) row.exp = meta.exp;
+      rows[at[i]] = row;
+    }
+    // Keys without a record at S leave gaps: closed up, so an empty answer means the end.
+    if (absent) rows = rows.filter((r) => r !== undefined);
     return rows as SnapshotRow[];
   }
 

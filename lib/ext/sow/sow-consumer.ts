@@ -25,6 +25,7 @@ import { HistoricalScan } from './historical-scan.js';
 import { CurrentSnapshot } from './current-snapshot.js';
 import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';
 import { PageIndex, type PageEntry } from './paging.js';
+import { SLICE_MS, TopN, sortInSlices, sortValues, sortableCompare, type Sortable } from './sorted-answer.js';
 import type { Command, CommandOptions } from './options.js';
 import { logger } from '../../core/log.js';
 import { Fifo } from '../../core/fifo.js';
@@ -44,8 +45,8 @@ export interface SowPlan {
   annotate: boolean;
   /** Consumer checkpoints: every message carries x-opt-tm-checkpoint (wire.md 6). */
   checkpoint?: CheckpointPlan;
-  /** Taking over from another link (`replace`): what it delivered and how far it got. */
-  replaceFrom?: { delivered: Set<string>; position: number };
+  /** Taking over from another link (`replace`): the records its client holds, key -> SCN of the version it holds. */
+  replaceFrom?: Map<string, number>;
 }
 
 export interface CheckpointPlan {
@@ -56,10 +57,25 @@ export interface CheckpointPlan {
   bootstrap?: { start?: number; resumeAfterKey?: string; target?: number; position?: number; since?: number };
 }
 
-/** A message held back by conflation: the latest for its key; `held`, the checkpoint before the first event it stands for. */
-interface Conflated { bytes: Buffer; ann: Record<string, unknown>; ev: SowEvent; since: number; held?: Checkpoint }
+/**
+ * A message decided but not sent yet (in the outbox, held by conflation, or an oof held for
+ * group_end). `key` is the record it changes for the client and `prev` the version the client
+ * holds until it is sent (undefined: none), so a `replace` hands over what the client really has.
+ */
+interface Pending { bytes: Buffer; ann: Record<string, unknown>; ev?: SowEvent; key?: string; prev?: number }
 
-interface Row { key: string; scn: number; ts: number; bytes: Buffer; /** expiry (ms) of a record with a TTL */ exp?: number; /** an incremental bootstrap's tombstone: sent as a delete */ tomb?: true }
+/** A message held back by conflation: the latest for its key; `held`, the checkpoint before the first event it stands for. */
+interface Conflated extends Pending { ev: SowEvent; since: number; held?: Checkpoint }
+
+/** A record of a sorted answer, with its page index entry on a paginated link. */
+interface SortedRow extends Sortable<Row> { entry?: PageEntry }
+
+interface Row {
+  key: string; scn: number; ts: number; bytes: Buffer;
+  /** expiry (ms) of a record with a TTL */ exp?: number;
+  /** an incremental bootstrap's tombstone: sent as a delete */ tomb?: true;
+  /** a replace's lookup of a record its client holds (#fetchHeld) */ lookup?: true;
+}
 /** The body of a tombstone: the deleted record's state is not kept. */
 const TOMBSTONE_BYTES = encodeMessage({ body: null });
 
@@ -99,13 +115,15 @@ export class SowConsumer implements Consumer {
   #fetching = false;
   #pumping = false;
   #closed = false;
-  readonly #delivered = new Set<string>();
+  /** The records sent (or, after a `replace`, kept) on this link: key -> SCN of the version sent. */
+  readonly #delivered = new Map<string, number>();
   readonly #track: boolean;
   /**
    * A `sow` query's deliveries, in order: only a `replace` taking the link over reads them, so
    * they are listed (cheap) rather than hashed into #delivered (a sixth of a snapshot's cost).
    */
-  readonly #queried: string[] = [];
+  readonly #queriedKeys: string[] = [];
+  readonly #queriedScns: number[] = [];
   #unsubscribe?: () => void;
   /** Closes the link with its queue, whatever phase it is in (registered when it opens). */
   #offClose?: () => void;
@@ -125,12 +143,12 @@ export class SowConsumer implements Consumer {
    * Replace: the oof `match` for each delivered record that left focus, held until the
    * snapshot's `group_end` (semantics.md 5: between the markers only records are sent).
    */
-  readonly #replaceLeft = new Fifo<{ bytes: Buffer; ann: Record<string, unknown> }>();
+  readonly #replaceLeft = new Fifo<Pending>();
   #draining = false;
   /** Paginated subscription (top_n + skip_n): every matching record in page order; #delivered is the page. */
   #paging?: PageIndex;
   /** Messages one event produced beyond the first, sent as credit allows before the next event. */
-  readonly #outbox = new Fifo<{ bytes: Buffer; ann: Record<string, unknown>; ev?: SowEvent }>();
+  readonly #outbox = new Fifo<Pending>();
   /** Broker time the snapshot is taken at: records whose TTL passed by then are not in it. */
   #snapAt = 0;
 
@@ -150,11 +168,28 @@ export class SowConsumer implements Consumer {
 
   #queryId(): string | undefined { return this.#plan.options.query_id; }
 
-  /** What this link has delivered and how far it got, for a `replace` taking it over. */
-  handOver(): { delivered: Set<string>; position: number } {
-    const delivered = new Set(this.#delivered);
-    for (const k of this.#queried) delivered.add(k);
-    return { delivered, position: this.#position };
+  /**
+   * The records this link's client holds, key -> SCN of the version it holds, for a `replace`
+   * taking the link over: what was sent, not what was decided (semantics.md 5: nothing lost).
+   */
+  handOver(): Map<string, number> {
+    // A replace of its own not finished yet: the records of the link it replaced that its
+    // snapshot has not settled are still the client's as that link left them.
+    const held = new Map(this.#plan.replaceFrom ?? []);
+    for (const [k, scn] of this.#delivered) held.set(k, scn);
+    for (let i = 0; i < this.#queriedKeys.length; i++) held.set(this.#queriedKeys[i], this.#queriedScns[i]);
+    // Messages not sent yet: per key, the client holds the version before the first of them
+    // (conflation holds older decisions than the outbox: the outbox empties into it under credit).
+    const undone = new Set<string>();
+    const undo = (m: Pending) => {
+      if (m.key === undefined || undone.has(m.key)) return;
+      undone.add(m.key);
+      if (m.prev === undefined) held.delete(m.key); else held.set(m.key, m.prev);
+    };
+    for (const m of this.#conflated.values()) undo(m);
+    for (let i = 0; i < this.#outbox.length; i++) undo(this.#outbox.at(i)!);
+    for (let i = 0; i < this.#replaceLeft.length; i++) undo(this.#replaceLeft.at(i)!);
+    return held;
   }
 
   #marker(cmd: string, scn?: number, cp?: Checkpoint, position?: number): void {
@@ -317,21 +352,38 @@ export class SowConsumer implements Consumer {
   }
 
   /**
-   * Replace (semantics.md 5): a record the old link already delivered and that has not changed
-   * since its position is not sent again; one that no longer matches gets an oof `match`.
-   * Returns true when the row should go through the normal snapshot rules.
+   * Replace (semantics.md 5), a row of a streamed snapshot: a record new to the client goes by
+   * the query's rules (#admitRow). One the client holds takes its place in the answer as any
+   * matching record does (skip_n, top_n) but is sent only if it changed since the version the
+   * client has, on the page or past it (the client must not keep an older state); one that no
+   * longer matches gets an oof `match` after group_end.
    */
-  #replaceRow(r: Row): boolean {
-    const rf = this.#plan.replaceFrom!;
-    const had = rf.delivered.has(r.key);
-    if (had) this.#replaceSeen.add(r.key);
-    const matches = this.#req.predicates.length === 0 || this.#matches(new MessageEnv(decodeMessage(r.bytes)));
-    if (!matches) {
-      if (had && this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match') });
-      return false;
+  #replaceRow(r: Row): void {
+    // (a lookup can start while the snapshot's last row for that key is shifted but not yet settled)
+    if (r.lookup && this.#replaceSeen.has(r.key)) return;
+    const held = this.#plan.replaceFrom!.get(r.key);
+    if (held === undefined) {
+      if (this.#admitRow(r)) { this.#sent++; this.#sendRow(r); }
+      return;
     }
-    if (had && r.scn <= rf.position) { this.#delivered.add(r.key); return false; }
-    return true;
+    this.#replaceSeen.add(r.key);
+    if (this.#req.predicates.length && !this.#matches(new MessageEnv(decodeMessage(r.bytes)))) {
+      if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: held });
+      return;
+    }
+    const skip = this.#plan.options.skip_n;
+    if (skip && this.#skipped < skip) this.#skipped++; else this.#sent++;
+    if (r.scn <= held) { this.#delivered.set(r.key, held); return; }
+    this.#sendRow(r);
+  }
+
+  /** A snapshot record goes out (`sow`). */
+  #sendRow(r: Row): void {
+    if (this.#track) this.#delivered.set(r.key, r.scn);
+    else if (this.#plan.command === 'sow') { this.#queriedKeys.push(r.key); this.#queriedScns.push(r.scn); }
+    const ann = this.#annotations('sow', r.scn, r.key, r.ts);
+    if (this.#plan.checkpoint?.bootstrap) ann['x-opt-tm-checkpoint'] = this.#snapshotRowCheckpoint(r.key);
+    this.#send(r.bytes, ann, undefined, r.exp);
   }
 
   /**
@@ -343,20 +395,20 @@ export class SowConsumer implements Consumer {
     const rf = this.#plan.replaceFrom;
     if (!rf) return;
     while (this.#replaceLeft.length) this.#outbox.push(this.#replaceLeft.shift()!);
-    for (const key of rf.delivered) {
+    for (const [key, held] of rf) {
       if (this.#replaceSeen.has(key)) continue;
       const empty = encodeMessage({ body: null });
-      this.#outbox.push({ bytes: empty, ann: this.#annotations(this.#plan.options.oof ? 'oof' : 'delete', this.#groupEndScn, key, this.#s.queue.ctx.clock.now(), this.#plan.options.oof ? 'deleted' : undefined) });
+      this.#outbox.push({ bytes: empty, ann: this.#annotations(this.#plan.options.oof ? 'oof' : 'delete', this.#groupEndScn, key, this.#s.queue.ctx.clock.now(), this.#plan.options.oof ? 'deleted' : undefined), key, prev: held });
     }
     this.#plan.replaceFrom = undefined;
   }
 
   /** Applies filter, skip_n and top_n to a snapshot row; true when it is to be sent. */
   #admitRow(r: Row): boolean {
-    if (this.#req.predicates.length && !this.#matches(new MessageEnv(decodeMessage(r.bytes)))) return false;
     const o = this.#plan.options;
+    if (o.top_n !== undefined && this.#sent >= o.top_n) return false; // (the page is full: no decode)
+    if (this.#req.predicates.length && !this.#matches(new MessageEnv(decodeMessage(r.bytes)))) return false;
     if (o.skip_n && this.#skipped < o.skip_n) { this.#skipped++; return false; }
-    if (o.top_n !== undefined && this.#sent >= o.top_n) return false;
     return true;
   }
 
@@ -367,9 +419,11 @@ export class SowConsumer implements Consumer {
 
   async #fetchSnapshotChunk(): Promise<void> {
     if (this.#fetching || this.#rowsDone || !this.#snapshot) return;
+    if (this.#plan.replaceFrom && this.#pageFilled()) return this.#fetchHeld();
     this.#fetching = true;
     try {
       const batch = await this.#snapshot.next(SNAPSHOT_CHUNK);
+      await this.#yieldIfDue();
       // (the last tombstones go in before the snapshot is marked done: a pump during the release must not end it without them)
       if (batch.length === 0) { this.#mergeTombs(undefined); this.#rowsDone = true; await this.#releaseSnapshot(); }
       // A bootstrap snapshot resumed on a later link reads today's records: those changed after
@@ -391,6 +445,34 @@ export class SowConsumer implements Consumer {
     if (this.#rows.length <= SNAPSHOT_LOW_WATER && !this.#closed && !this.#rowsDone && !this.#pageFull()) this.#fetchSnapshot();
   }
 
+  /** Replace: the keys of the records the client holds, for #fetchHeld. */
+  #heldKeys?: Iterator<string>;
+
+  /**
+   * Replace with `top_n`, its page complete: the records the client holds that the snapshot did
+   * not reach are looked up at S (rather than the rest of the snapshot walked) and settled as
+   * any held row (#replaceRow); those with no record at S stay unseen (deleted, #replaceAfterSnapshot).
+   */
+  async #fetchHeld(): Promise<void> {
+    if (this.#fetching || this.#rowsDone || !this.#snapshot || this.#rows.length) return;
+    this.#fetching = true;
+    try {
+      const it = (this.#heldKeys ??= this.#plan.replaceFrom!.keys());
+      const keys: string[] = [];
+      for (let n = it.next(); !n.done; n = keys.length < SNAPSHOT_CHUNK ? it.next() : { done: true, value: undefined }) {
+        if (!this.#replaceSeen.has(n.value)) keys.push(n.value);
+      }
+      if (!keys.length) { this.#rowsDone = true; await this.#releaseSnapshot(); }
+      else {
+        const rows = await this.#snapshot.rowsOf(keys);
+        // These rows take no credit: nothing else gives the event loop to other clients between chunks.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        for (const r of rows) if (!SowStructure.expiredAt(r.exp, this.#snapAt)) this.#rows.push({ ...r, lookup: true });
+      }
+    } finally { this.#fetching = false; }
+    this.pump();
+  }
+
   async #releaseSnapshot(): Promise<void> {
     const c = this.#snapshot ?? this.#histStream;
     this.#snapshot = undefined; this.#histStream = undefined;
@@ -402,41 +484,108 @@ export class SowConsumer implements Consumer {
     // The cursor is this method's until the rows are loaded: credit arriving meanwhile must
     // not start a streamed fetch on it (a second next() on a busy LevelDB iterator).
     this.#fetching = true;
-    try { await this.#loadAllSortedRows(); } finally { this.#fetching = false; }
+    try {
+      await this.#loadSorted(async () => {
+        const batch = await this.#snapshot!.next(1000);
+        if (batch.length) return batch;
+        await this.#releaseSnapshot(); // read whole: the LevelDB snapshot is not held while sorting
+        return undefined;
+      });
+    } finally { this.#fetching = false; await this.#releaseSnapshot(); }
     this.pump();
   }
 
-  async #loadAllSortedRows(): Promise<void> {
-    const all: Row[] = [];
-    const envs = new Map<Row, MessageEnv>();
+  /**
+   * A sorted answer (current or historical): every matching record at S from `read` (undefined
+   * once done), sorted, then the page [skip_n, skip_n + top_n) as the rows to send. Sort values
+   * are read once per record; with top_n (not paginated) only the first skip_n + top_n are
+   * kept (a bounded heap); the reading and the sort give the event loop to other clients every
+   * few ms (sorted-answer.ts).
+   * Replace: every record the client holds is settled here. One that no longer matches gets an
+   * oof `match`; on the page, or (not paginated) past it, it is sent only if it changed since
+   * the version the client has; off a paginated link's page it leaves focus (#loadPaging).
+   */
+  async #loadSorted(read: () => Promise<Row[] | undefined>): Promise<void> {
+    const o = this.#plan.options;
+    const order = o.order_by ? compileOrderBy(o.order_by) : undefined;
+    const cmp = sortableCompare<Row>(order);
+    const pg = this.#paging;
+    const start = o.skip_n ?? 0;
+    // A page index needs every matching record; a plain top_n only the best skip_n + top_n.
+    const top = !pg && o.top_n !== undefined ? new TopN<SortedRow>(start + o.top_n, cmp) : undefined;
+    const all: SortedRow[] = [];
     const rf = this.#plan.replaceFrom;
-    for (;;) {
-      const batch = await this.#snapshot!.next(1000);
-      if (!batch.length) break;
+    // Replace, not paginated: the matching records the client holds, wherever they sort.
+    const held: Row[] = [];
+    let seq = 0;
+    let t = performance.now();
+    for (let batch = await read(); batch !== undefined; batch = await read()) {
       for (const r of batch) {
         if (SowStructure.expiredAt(r.exp, this.#snapAt)) continue;
+        const had = rf?.get(r.key);
+        if (had !== undefined) this.#replaceSeen.add(r.key);
         const env = new MessageEnv(decodeMessage(r.bytes));
         if (this.#req.predicates.length && !this.#matches(env)) {
-          // Replace: a record the old link delivered that no longer matches leaves focus.
-          if (rf?.delivered.has(r.key)) { this.#replaceSeen.add(r.key); if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match') }); }
+          if (had !== undefined && o.oof) this.#replaceLeft.push({ bytes: r.bytes, ann: this.#annotations('oof', r.scn, r.key, r.ts, 'match'), key: r.key, prev: had });
           continue;
         }
-        all.push(r); envs.set(r, env);
+        const item: SortedRow = { row: r, vals: sortValues(order, env), seq: seq++ };
+        if (pg) pg.index(item.entry = pg.entry(r.key, r.scn, r.ts, r.bytes, env));
+        if (top) top.add(item); else all.push(item);
+        if (had !== undefined && !pg) held.push(r);
       }
+      if (performance.now() - t >= SLICE_MS) { await this.#pause(); t = performance.now(); }
     }
-    await this.#releaseSnapshot();
-    if (this.#plan.options.order_by) {
-      const cmp = compileOrderBy(this.#plan.options.order_by);
-      all.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
+    const kept = top ? top.items() : all;
+    // (without order_by the records came in key order: the answer's order)
+    const sorted = order ? await sortInSlices(kept, cmp, () => this.#pause()) : kept;
+    const page = sorted.slice(start, o.top_n !== undefined ? start + o.top_n : undefined).map((d) => d.row);
+    if (pg) {
+      const entries = new Array<PageEntry>(sorted.length);
+      for (let i = 0; i < sorted.length; i++) {
+        entries[i] = sorted[i].entry!;
+        if ((i & 4095) === 4095 && performance.now() - t >= SLICE_MS) { await this.#pause(); t = performance.now(); }
+      }
+      this.#loadPaging(entries, page);
     }
-    const o = this.#plan.options;
-    const start = o.skip_n ?? 0;
-    const page = all.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
-    this.#rows = new Fifo(page);
-    if (this.#paging) this.#loadPaging(all, envs, page);
-    this.#skipped = o.skip_n ?? 0;
+    this.#rows = new Fifo(rf ? this.#replaceSorted(rf, page, held) : page);
+    this.#skipped = start;
     this.#rowsDone = true;
     this.#sortedLoaded = true;
+  }
+
+  #lastYield = 0;
+
+  /**
+   * A streamed snapshot gives the event loop to other clients once it has worked SLICE_MS since
+   * it last did: records read from memory come without I/O, and those a filter refuses take no
+   * credit, so nothing else paced a selective query's walk (300k records held the broker ~1 s).
+   */
+  async #yieldIfDue(): Promise<void> {
+    if (performance.now() - this.#lastYield < SLICE_MS) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.#lastYield = performance.now();
+  }
+
+  /** Gives the event loop to other clients; a link closed meanwhile stops its work there. */
+  async #pause(): Promise<void> {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    if (this.#closed) throw new TidemarkError(Conditions.internal, 'link closed');
+  }
+
+  /** Replace, a sorted answer: the rows to send of `page` (and, not paginated, of `heldRows`, the other matching records the client holds). */
+  #replaceSorted(rf: Map<string, number>, page: Row[], heldRows: Row[]): Row[] {
+    const send: Row[] = [];
+    const settle = (r: Row) => {
+      const held = rf.get(r.key);
+      if (held !== undefined && r.scn <= held) this.#delivered.set(r.key, held); else send.push(r);
+    };
+    for (const r of page) settle(r);
+    if (!this.#paging && heldRows.length) {
+      const onPage = new Set(page.map((r) => r.key));
+      for (const r of heldRows) if (!onPage.has(r.key)) settle(r);
+    }
+    return send;
   }
   #sortedLoaded = false;
 
@@ -446,17 +595,17 @@ export class SowConsumer implements Consumer {
    * Replace: records the old link delivered that still match but are off the new page leave
    * its focus (an oof `match`), not deleted.
    */
-  #loadPaging(all: Row[], envs: Map<Row, MessageEnv>, page: Row[]): void {
+  #loadPaging(entries: PageEntry[], page: Row[]): void {
     const pg = this.#paging!;
-    pg.load(all.map((r) => pg.entry(r.key, r.scn, r.ts, r.bytes, envs.get(r)!)));
+    pg.load(entries, true); // (in the answer's order, which is the index's: sort values, then key order)
     const rf = this.#plan.replaceFrom;
     if (!rf) return;
     const onPage = new Set(page.map((r) => r.key));
-    for (const key of rf.delivered) {
+    for (const [key, held] of rf) {
       const e = pg.get(key);
       if (!e || onPage.has(key)) continue;
       this.#replaceSeen.add(key);
-      if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: e.bytes, ann: this.#annotations('oof', e.scn, key, e.ts, 'match') });
+      if (this.#plan.options.oof) this.#replaceLeft.push({ bytes: e.bytes, ann: this.#annotations('oof', e.scn, key, e.ts, 'match'), key, prev: held });
     }
   }
 
@@ -470,6 +619,7 @@ export class SowConsumer implements Consumer {
     this.#fetching = true;
     try {
       const rows = await h.next();
+      await this.#yieldIfDue();
       if (rows === undefined) { this.#rowsDone = true; this.#histStream = undefined; }
       else for (const r of rows) this.#rows.push(r);
     } finally { this.#fetching = false; }
@@ -492,25 +642,8 @@ export class SowConsumer implements Consumer {
       this.pump();
       return;
     }
-    const out: Row[] = [];
-    try {
-      for (let rows = await scan.next(); rows !== undefined; rows = await scan.next()) for (const r of rows) out.push(r);
-    } finally { await scan.close(); }
-    const o = this.#plan.options;
-    let rows = out;
-    if (this.#req.predicates.length) rows = rows.filter((r) => this.#matches(new MessageEnv(decodeMessage(r.bytes))));
-    if (o.order_by) {
-      const cmp = compileOrderBy(o.order_by);
-      const envs = new Map(rows.map((r) => [r, new MessageEnv(decodeMessage(r.bytes))] as const));
-      rows.sort((a, b) => cmp.compare(envs.get(a)!, envs.get(b)!));
-    }
-    const start = o.skip_n ?? 0;
-    const page = rows.slice(start, o.top_n !== undefined ? start + o.top_n : undefined);
-    this.#rows = new Fifo(page);
-    if (this.#paging) this.#loadPaging(rows, new Map(rows.map((r) => [r, new MessageEnv(decodeMessage(r.bytes))] as const)), page);
-    this.#skipped = start;
-    this.#sortedLoaded = true;
-    this.#rowsDone = true;
+    this.#fetching = true;
+    try { await this.#loadSorted(() => scan.next()); } finally { this.#fetching = false; await scan.close(); }
     // A point older than the window answers with nothing, at SCN 0.
     this.#groupEndScn = Math.max(0, S);
     this.pump();
@@ -525,8 +658,11 @@ export class SowConsumer implements Consumer {
     return ann;
   }
 
-  #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent, exp = ev?.exp): void {
-    if (ev && this.#plan.options.conflation && this.#phase === 'events') { this.#conflate(bytes, ann, ev); return; }
+  /** Sends a message (`prev`: the version of ev.key the client held before it, for a `replace`). */
+  #send(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent, exp = ev?.exp, prev?: number): void {
+    // Conflation is for live events only (semantics.md 5): the replay up to `completed` goes out
+    // event by event, in SCN order, before it (wire.md 5).
+    if (ev && this.#plan.options.conflation && this.#phase === 'events' && ev.scn > this.#replayTarget) { this.#conflate(bytes, ann, ev, prev); return; }
     if (ev && this.#plan.checkpoint) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#eventCheckpoint(ev));
     const idx = indexSections(bytes);
     const out = rewriteMessageSplit(bytes, idx, exp === undefined ? null : this.#remainingTtl(bytes, idx, exp), ann);
@@ -548,11 +684,17 @@ export class SowConsumer implements Consumer {
   }
 
   /** Keeps only the latest message per conflation key; the interval timer sends them. */
-  #conflate(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent): void {
+  #conflate(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent, prev: number | undefined): void {
     const k = this.#conflationKey(ev);
     const before = this.#conflated.get(k);
     this.#conflated.delete(k);
-    this.#conflated.set(k, { bytes, ann, ev, since: before?.since ?? ev.scn, held: before ? before.held : this.#beforeEvent });
+    if (before && before.key === ev.key) prev = before.prev; // the client still holds what it held before the first
+    else if (before && this.#track) {
+      // A conflation_key shared by another record: that record's message is never sent, so the
+      // client keeps the version it had.
+      if (before.prev === undefined) this.#delivered.delete(before.key!); else this.#delivered.set(before.key!, before.prev);
+    }
+    this.#conflated.set(k, { bytes, ann, ev, key: ev.key, prev, since: before?.since ?? ev.scn, held: before ? before.held : this.#beforeEvent });
     if (!before && this.#plan.checkpoint) this.#heldSince.push({ key: k, since: ev.scn });
     if (!this.#conflationTimer) {
       this.#conflationTimer = setInterval(() => this.#flushConflated(), this.#plan.options.conflation);
@@ -665,19 +807,26 @@ export class SowConsumer implements Consumer {
     if (this.#paging) { this.#handlePaged(ev); return; }
     const oof = this.#plan.options.oof === true;
     const matches = this.#req.predicates.length === 0 || this.#matches(this.#envOf(ev));
+    if (!this.#track) {
+      if (matches) this.#send(ev.bytes, this.#annotations(ev.op === 'delete' ? 'delete' : 'publish', ev.scn, ev.key, ev.ts), ev);
+      return;
+    }
+    const prev = this.#delivered.get(ev.key);
     if (ev.op === 'delete') {
-      if (!this.#track) { if (matches) this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev); return; }
-      if (this.#delivered.delete(ev.key)) {
-        if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, ev.expired ? 'expired' : 'deleted'), ev);
-        else this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev);
+      if (prev !== undefined) {
+        this.#delivered.delete(ev.key);
+        if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, ev.expired ? 'expired' : 'deleted'), ev, undefined, prev);
+        else this.#send(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev, undefined, prev);
       }
       return;
     }
     if (matches) {
-      if (this.#track) this.#delivered.add(ev.key);
-      this.#send(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts), ev);
-    } else if (this.#track && this.#delivered.delete(ev.key) && oof) {
-      this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev);
+      this.#delivered.set(ev.key, ev.scn);
+      this.#send(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts), ev, undefined, prev);
+    } else if (prev !== undefined) {
+      // Without oof the record leaves focus silently (the client keeps it, this link forgets it).
+      this.#delivered.delete(ev.key);
+      if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev, undefined, prev);
     }
   }
 
@@ -710,7 +859,7 @@ export class SowConsumer implements Consumer {
         else this.#emit(ev.bytes, this.#annotations('delete', ev.scn, ev.key, ev.ts), ev);
       } else if (oof) this.#emit(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev);
     }
-    for (const k of before) {
+    for (const k of before.keys()) {
       if (k === ev.key || now.has(k)) continue;
       const e = pg.get(k);
       if (oof && e) this.#emit(e.bytes, this.#annotations('oof', ev.scn, k, e.ts, 'match'), as(e));
@@ -718,17 +867,23 @@ export class SowConsumer implements Consumer {
     if (now.has(ev.key)) this.#emit(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts), ev);
     for (const e of page) if (e.key !== ev.key && !before.has(e.key)) this.#emit(e.bytes, this.#annotations('publish', ev.scn, e.key, e.ts), as(e));
     before.clear();
-    for (const k of now) before.add(k);
+    for (const e of page) before.set(e.key, e.scn);
   }
 
-  /** Queues a message; pump sends queued messages under credit before the next event. */
-  #emit(bytes: Buffer, ann: Record<string, unknown>, ev?: SowEvent): void { this.#outbox.push({ bytes, ann, ev }); }
+  /**
+   * Queues a message about ev's record (with the version the client holds of it until sent);
+   * pump sends queued messages under credit before the next event.
+   */
+  #emit(bytes: Buffer, ann: Record<string, unknown>, ev: SowEvent): void { this.#outbox.push({ bytes, ann, ev, key: ev.key, prev: this.#delivered.get(ev.key) }); }
 
-  /** A streamed `top_n` query has sent its page: nothing more to read. */
-  #pageFull(): boolean {
+  /** A streamed `top_n` query has its page. */
+  #pageFilled(): boolean {
     const n = this.#plan.options.top_n;
     return !this.#sortedLoaded && n !== undefined && this.#sent >= n;
   }
+
+  /** A streamed `top_n` query has its page: nothing more to read (a replace reads on, #fetchHeld). */
+  #pageFull(): boolean { return this.#pageFilled() && !this.#plan.replaceFrom; }
 
   pump(): void {
     if (this.#pumping || this.#closed) return;
@@ -737,7 +892,7 @@ export class SowConsumer implements Consumer {
       while (!this.#closed && this.#sink.credit() > 0) {
         if (this.#outbox.length) {
           const m = this.#outbox.shift()!;
-          this.#send(m.bytes, m.ann, m.ev);
+          this.#send(m.bytes, m.ann, m.ev, undefined, m.prev);
           continue;
         }
         if (this.#phase === 'snapshot') {
@@ -753,15 +908,9 @@ export class SowConsumer implements Consumer {
               this.#send(r.bytes, ann);
               continue;
             }
-            if (this.#plan.replaceFrom && !this.#replaceRow(r)) continue;
-            if (this.#sortedLoaded || this.#admitRow(r)) {
-              this.#sent++;
-              if (this.#track) this.#delivered.add(r.key);
-              else if (this.#plan.command === 'sow') this.#queried.push(r.key);
-              const ann = this.#annotations('sow', r.scn, r.key, r.ts);
-              if (this.#plan.checkpoint?.bootstrap) ann['x-opt-tm-checkpoint'] = this.#snapshotRowCheckpoint(r.key);
-              this.#send(r.bytes, ann, undefined, r.exp);
-            }
+            // (a sorted answer settled a replace's rows when it was loaded)
+            if (this.#plan.replaceFrom && !this.#sortedLoaded) { this.#replaceRow(r); continue; }
+            if (this.#sortedLoaded || this.#admitRow(r)) { this.#sent++; this.#sendRow(r); }
             continue;
           }
           const full = this.#pageFull();

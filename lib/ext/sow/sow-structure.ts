@@ -963,6 +963,10 @@ export class SowStructure implements QueueStructure {
         // Old rows are immutable, so they can go outside the commit order: two range deletes.
         const last = await store.get(scnKey(CoreTables.log, q.id, cutoff));
         const cutTs = last ? decodeEvent(last).meta.ts : now;
+        // The head row first (as plain queues keep it): with every log row gone and no record
+        // left, recovery would find no SCN and start again at 1. LevelDB applies writes in
+        // order, so no crash keeps the delete without it.
+        await store.batch([{ type: 'put', key: queuePrefix(CoreTables.head, q.id), value: scnBytes(committed + 1) }], false);
         // The newest event cut keeps an index row: a time after it and before the oldest event
         // left resolves to it (wire.md 5), whose successors are all retained; without the row
         // such a time found no row at or before it and was taken as older than the log.
