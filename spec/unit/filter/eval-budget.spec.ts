@@ -43,13 +43,13 @@ describe('filter work limits', () => {
       expect(text.length).to.be.below(L.MAX_EXPRESSION_LENGTH);
       const [err, ms] = timed(() => { try { compileFilter(text); return null; } catch (e) { return e; } });
       expect(err).to.be.instanceOf(FilterSyntaxError);
-      expect(ms).to.be.below(500);
+      expect(ms).to.be.below(2500);
     });
 
     it('a filter using the whole allowance compiles quickly', () => {
       const p = '.{0,1000}'.repeat(8) + 'z'; // 16,002 states: three fit
       const [f, ms] = timed(() => compileFilter(`/a LIKE '${p}' OR /b LIKE '${p}' OR /c LIKE '${p}'`));
-      expect(ms).to.be.below(200);
+      expect(ms).to.be.below(1000);
       expect(f.matches(env({ a: 'xz' }))).to.equal(true);
     });
   });
@@ -64,7 +64,7 @@ describe('filter work limits', () => {
         const [r, ms] = timed(() => f.evaluate(env({ s: long })));
         expect(r, text).to.equal(null);
         expect(f.matches(env({ s: long }))).to.equal(false);
-        expect(ms).to.be.below(200);
+        expect(ms).to.be.below(1000);
       }
     });
 
@@ -95,7 +95,7 @@ describe('filter work limits', () => {
       const f = compileFilter(Array.from({ length: 20 }, () => `/s LIKE 'v.x'`).join(' OR '));
       const [r, ms] = timed(() => f.evaluate(env({ s: arr })));
       expect(r).to.equal(null);
-      expect(ms).to.be.below(500);
+      expect(ms).to.be.below(2500);
       expect(f.evaluate(env({ s: ['v1', 'v3x'] }))).to.equal(true);
     });
 
@@ -107,7 +107,7 @@ describe('filter work limits', () => {
       const f = compileFilter(text, 'selector');
       const [r, ms] = timed(() => f.evaluate(env({}, { p: 'a'.repeat(65000) })));
       expect(r).to.equal(false);
-      expect(ms).to.be.below(100);
+      expect(ms).to.be.below(500);
       expect(f.evaluate(env({}, { p: 'a'.repeat(65000) + 'b' }))).to.equal(true);
     });
 
@@ -117,7 +117,7 @@ describe('filter work limits', () => {
       const big = 'a'.repeat(1 << 19); // KMP: at most 2 steps a character, within the budget
       const [r, ms] = timed(() => f.evaluate(env({ s: big })));
       expect(r).to.equal(0); // V8's indexOf: 0.7 s here
-      expect(ms).to.be.below(100);
+      expect(ms).to.be.below(500);
       expect(f.evaluate(env({ s: 'xx' + needle }))).to.equal(3);
       const dyn = compileFilter('INSTR(/s, /t)');
       expect(dyn.evaluate(env({ s: big, t: needle }))).to.equal(0);
@@ -134,7 +134,7 @@ describe('filter work limits', () => {
       const f = compileFilter(Array.from({ length: 40 }, () => 'UPPER(/s) = \'X\'').join(' OR '));
       const [r, ms] = timed(() => f.evaluate(env({ s: 'a'.repeat(1 << 20) })));
       expect(r, '40 × 1 MiB is past the budget').to.equal(null);
-      expect(ms).to.be.below(200);
+      expect(ms).to.be.below(1000);
     });
 
     it('BEGINS/ENDS WITH against computed items are charged the compared length', () => {
@@ -142,7 +142,7 @@ describe('filter work limits', () => {
       const f = compileFilter(Array.from({ length: 40 }, () => '/a BEGINS WITH /b').join(' OR '));
       const [r, ms] = timed(() => f.evaluate(env({ a: big, b: big.slice(1) + 'b' })));
       expect(r).to.equal(null);
-      expect(ms).to.be.below(200);
+      expect(ms).to.be.below(1000);
       expect(compileFilter('/a BEGINS WITH /b').evaluate(env({ a: 'abc', b: 'ab' }))).to.equal(true);
       expect(compileFilter('/a ENDS WITH (/b, /c)').evaluate(env({ a: 'abc', b: 'x', c: 'bc' }))).to.equal(true);
     });
@@ -153,7 +153,7 @@ describe('filter work limits', () => {
         const f = compileFilter('/a = /b');
         const [r, ms] = timed(() => f.evaluate(env({ a, b })));
         expect(r).to.equal(null);
-        expect(ms).to.be.below(200);
+        expect(ms).to.be.below(1000);
         expect(f.evaluate(env({ a: [1, 2, 3], b: [5, 3] })), 'exact within the budget').to.equal(true);
         expect(f.evaluate(env({ a: [1, 2, 3], b: [5, 4] }))).to.equal(false);
         expect(f.evaluate(env({ a: [1, 2], b: new Array(20000).fill(1) })), 'a pair found early is cheap').to.equal(true);
@@ -165,7 +165,7 @@ describe('filter work limits', () => {
           const f = compileFilter(Array.from({ length: 50 }, () => text).join(' OR '));
           const [r, ms] = timed(() => f.evaluate(env({ a: big, n: 1 })));
           expect(r, text).to.equal(null);
-          expect(ms, text).to.be.below(300);
+          expect(ms, text).to.be.below(1500);
         }
         expect(compileFilter('/a = 0').evaluate(env({ a: big })), 'a match found early is cheap').to.equal(true);
         expect(compileFilter('/a = 1').evaluate(env({ a: [0, 1] }))).to.equal(true);
@@ -188,7 +188,7 @@ describe('filter work limits', () => {
         const big = 'a'.repeat(1 << 20);
         const [r, ms] = timed(() => f.evaluate(env({ x: big, y: big.slice(1) + 'b' })));
         expect(r, '200 × 1 MiB / 16 is past the budget').to.equal(null);
-        expect(ms).to.be.below(200);
+        expect(ms).to.be.below(1000);
       });
     });
 
@@ -198,7 +198,7 @@ describe('filter work limits', () => {
       const f = compileFilter(Array.from({ length: 20 }, (_, i) => `/a/x = ${i + 1}`).join(' OR ') + " OR /s = 'ok'");
       const [r, ms] = timed(() => f.evaluate(jenv));
       expect(r, 'lookups that cross no array still read').to.equal(true);
-      expect(ms, '6.9 s before').to.be.below(500);
+      expect(ms, '6.9 s before').to.be.below(2500);
       expect(compileFilter('/a/x = 1').evaluate(jenv), 'one fan-out of 1 M fits').to.equal(false);
       expect(compileFilter('/a/x = 1 OR /a/x = 2 OR /a/x = 3').evaluate(jenv), 'the third does not').to.equal(null);
       expect(lookupJsonPath(rec, ['a', 'x'], { left: 10 }), 'a lookup that cannot pay is undefined').to.equal(undefined);
@@ -210,7 +210,7 @@ describe('filter work limits', () => {
       const lit = 'a'.repeat(L.MAX_LITERAL_LENGTH);
       const p = '.{0,1000}'.repeat(8) + 'z';
       const [f, ms] = timed(() => compileFilter(`'${lit}' LIKE '${p}' OR '${lit}' LIKE '${p}' OR '${lit}' LIKE '${p}'`));
-      expect(ms).to.be.below(300);
+      expect(ms).to.be.below(1500);
       expect(f.evaluate(env({}))).to.equal(null);
       expect(compileFilter("'abc' LIKE 'b'").evaluate(env({}))).to.equal(true);
     });
