@@ -46,6 +46,16 @@ export interface DeliverySink {
    * position over them once what it sent before is settled (checkpoints/durable.ts).
    */
   passed?(position: number): void;
+  /**
+   * The queue's log bound dropped a message after `position` (the last SCN the link's reader
+   * passed) before the reader read it (ListStructure.logFloor); `oldest` is the oldest SCN the
+   * queue still holds. Returns the error to detach the link with: a reader that must never
+   * skip (checkpoint, replay, durable subscription) has fallen off, after everything before
+   * the gap was sent; undefined when nothing dropped was this link's (its filter skips it)
+   * and the reader goes on. Optional: without it the reader skips what is gone, as a ring
+   * browser does.
+   */
+  fellOff?(position: number, oldest: number): TidemarkError | undefined;
   /** Detaches the link (closed), with an error or cleanly. */
   close(error?: TidemarkError): void;
 }

@@ -69,8 +69,21 @@ export class ListStructure implements QueueStructure {
   #hintEpoch = 0;
   #dispatching = false;
   #again = false;
+  /** See logFloor. */
+  #logFloor = 0;
 
   constructor(queue: Queue) { this.queue = queue; }
+
+  /**
+   * The newest SCN the queue's log bound dropped (0: none since the broker started), raised by
+   * the extension that bounds the log (replay: log.max_count, log.retention). Expiry, LVQ
+   * replacement, ring overflow, consumption and purges leave it: only the log bound makes a
+   * browse cursor behind it a reader that fell off. The bound drops the oldest messages first,
+   * so every message at or below it is gone. A browser whose sink has `fellOff` and whose
+   * position is below it is asked what the gap means before it reads on (#nextBrowse).
+   */
+  get logFloor(): number { return this.#logFloor; }
+  raiseLogFloor(scn: number): void { if (scn > this.#logFloor) this.#logFloor = scn; }
 
   get consumerCount(): number { return this.#consumers.size; }
 
@@ -363,6 +376,8 @@ export class ListStructure implements QueueStructure {
 
   /** Next entry for a browsing consumer, advancing its cursor. */
   #nextBrowse(c: ListConsumer, now: number): Entry | undefined {
+    // One integer compare per read; the sink is asked only when the log bound dropped past it.
+    if (this.#logFloor > c.lastScn && c.sink.fellOff !== undefined && this.#fellOff(c, now)) return undefined;
     if (c.epoch !== this.list.epoch) { c.pos = this.list.positionAfter(c.lastScn); c.epoch = this.list.epoch; }
     const end = this.list.end;
     let pos = Math.max(c.pos, this.list.start);
@@ -378,6 +393,24 @@ export class ListStructure implements QueueStructure {
     }
     c.pos = pos;
     return undefined;
+  }
+
+  /**
+   * The log bound dropped messages after the browser `c`'s position before it read them (every
+   * message up to logFloor is gone, so it has sent all it could before the gap). Its sink
+   * decides: an error detaches the link (true: the reader stops, nothing more is sent, no
+   * `passed`, no replay `completed`); none means nothing dropped was the link's, and the reader
+   * passes over the gap.
+   */
+  #fellOff(c: ListConsumer, now: number): boolean {
+    let oldest = this.queue.committedScn + 1;
+    for (const e of this.list.live()) if (e.expiresAt === undefined || e.expiresAt > now) { oldest = e.scn; break; }
+    const err = c.sink.fellOff!(c.lastScn, oldest);
+    if (!err) { c.lastScn = this.#logFloor; return false; }
+    log.info('reader fell behind the log bound: link detached', { queue: this.queue.name, link: c.sink.id, position: c.lastScn, oldest });
+    c.close();
+    c.sink.close(err);
+    return true;
   }
 
   /** Delivers to every consumer with credit. Re-entrant calls coalesce. */
@@ -402,7 +435,7 @@ export class ListStructure implements QueueStructure {
         if (c.acquiring || c.closed) continue;
         while (c.sink.credit() > 0) {
           const e = this.#nextBrowse(c, now);
-          if (!e) { c.caughtUp(); break; }
+          if (!e) { if (!c.closed) c.caughtUp(); break; }
           c.deliver(e, now);
         }
       }

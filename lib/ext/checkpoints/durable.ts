@@ -10,7 +10,7 @@ import type { DeliverySink, Outcome, SendOptions } from '../../core/queue/delive
 import type { Store } from '../../core/storage/store.js';
 import type { Committer } from '../../core/storage/committer.js';
 import { registerTable, prefixEnd } from '../../core/storage/keyspace.js';
-import type { TidemarkError } from '../../core/errors.js';
+import { TidemarkError, Conditions } from '../../core/errors.js';
 
 export const SUBS = registerTable('subs', 0x03);
 
@@ -235,6 +235,21 @@ export class DurableSink implements DeliverySink {
     // (a new subscription whose reader has not begun starts after what is gone by then)
     if (this.#reached < 0) return;
     if (scn > this.#reached && scn - 1 < this.#limit && matches()) this.#limit = scn - 1;
+  }
+
+  /**
+   * DeliverySink.fellOff: the log bound dropped events after `position` before this link's
+   * reader read them. One it would have delivered (dropped() set the limit) is a gap: the link
+   * is detached with scn-not-found, its position stays before that event, and the next attach
+   * is refused (the subscription is kept, decisions.md). Events its filter skips are passed
+   * over, as a detached subscription's are (and a new subscription's reader, which has not
+   * begun, starts after what is gone by then).
+   */
+  fellOff(position: number, oldest: number): TidemarkError | undefined {
+    if (this.#limit === Infinity) return undefined;
+    const k = this.#key, z = k.indexOf(0, 1);
+    const name = `${k.toString('utf8', 1, z)}/${k.toString('utf8', z + 1)}`;
+    return new TidemarkError(Conditions.scnNotFound, `durable subscription ${name} is at SCN ${position}, and the log bound of ${this.#sub.queue} dropped events after it before its link read them (oldest SCN ${oldest}): the events between are gone, so the link is detached rather than skip them; end the subscription (SUBSCRIPTION-DELETE) to start a new one`, { info: { 'oldest-scn': oldest, 'requested-scn': position } });
   }
 
   /** `save`: write now (an accept), else with the coalesced writes (positions passed). */

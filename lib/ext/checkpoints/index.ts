@@ -19,7 +19,7 @@ import { TidemarkError, Conditions } from '../../core/errors.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { SowConsumer, type CheckpointPlan } from '../sow/sow-consumer.js';
 import { commandOf, listAnnotations, listMarker, COMMAND, BOOKMARK, OPTIONS } from '../sow/index.js';
-import { isLogBounded, oldestRetained, droppedByLogBound } from '../replay/index.js';
+import { isLogBounded, oldestRetained, droppedByLogBound, noGaps } from '../replay/index.js';
 import type { SowEvent } from '../sow/sow-structure.js';
 import { MarkerSink } from '../sow/marker-sink.js';
 import { parseCheckpoint, encodeCheckpoint, WindowTracker, type Checkpoint } from './checkpoint.js';
@@ -144,13 +144,16 @@ function openCheckpointed(queue: Queue, req: ConsumerRequest, sink: DeliverySink
   if (!(queue.structure instanceof ListStructure) || command === 'sow' || command === 'sow_and_subscribe') return undefined;
   const plan = checkpointPlan(queue, cp, oldestRetained(queue, queue.structure), false, undefined, ownQueue);
   const tracker = plan.tracker;
-  return queue.structure.openConsumer({ ...req, mode: 'copy' }, new MarkerSink(sink), {
+  // Falling behind the log bound while it reads is what falling off before the attach is (no
+  // gap: semantics.md 8); it used to skip what was dropped under it.
+  const gaps = noGaps(queue.structure, req, (position, oldest) => `the checkpoint reader of ${queue.name} is at SCN ${position}, and the log bound dropped the messages after it before they were read (oldest SCN ${oldest}): a queue without SOW cannot bootstrap, so the link is detached rather than go on with a gap`);
+  return gaps.opened(queue.structure.openConsumer({ ...req, mode: 'copy' }, new MarkerSink(sink, gaps.rule), {
     startAfterScn: plan.position,
     annotate: (e) => {
       tracker.pass(e.scn, undefined, e.ts);
       return { ...listAnnotations(e), 'x-opt-tm-checkpoint': encodeCheckpoint(tracker.online()) };
     },
-  });
+  }));
 }
 
 /** A link with a Tidemark command filter (wire.md 4), a checkpoint included. */

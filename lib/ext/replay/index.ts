@@ -9,7 +9,7 @@
 import type { Extension, ConsumerRequest } from '../../core/extensions.js';
 import type { Queue } from '../../core/queue/queue.js';
 import type { DeliverySink } from '../../core/queue/delivery.js';
-import { ListStructure } from '../../core/queue/list-structure.js';
+import { ListStructure, type ListConsumer } from '../../core/queue/list-structure.js';
 import type { Entry } from '../../core/queue/entry.js';
 import { TidemarkError, Conditions } from '../../core/errors.js';
 import { toDurationMs, toInt } from '../../address/index.js';
@@ -52,6 +52,41 @@ const boundDrops = new WeakSet<Entry>();
  * decides) until the bound drops another message.
  */
 const logCuts = new WeakMap<ListStructure, { scn: number; ts: number }>();
+
+/**
+ * Per bounded plain queue, its readers that must never skip (noGaps) and have a filter: a
+ * message the bound drops ahead of one is tested against it, so that only a message it would
+ * have delivered makes it fall off. Readers without a filter need no test (any drop ahead of
+ * them is a gap: ListStructure.logFloor), and with none of these a drop costs a size check.
+ */
+const filteredNoGap = new WeakMap<ListStructure, Set<ListConsumer>>();
+/** Filtered no-gap readers ahead of which the bound dropped a message they would have delivered. */
+const missedByBound = new WeakSet<ListConsumer>();
+
+/**
+ * The rule of a reader of a plain queue that must never skip (a checkpoint or replay reader,
+ * semantics.md 7-8, wire.md 6): when the log bound drops messages after its position before
+ * it reads them, its link is detached with `tidemark:scn-not-found` and the attach check's
+ * info, once it has sent everything before the gap (the core's cursor asks at that point,
+ * DeliverySink.fellOff). It used to skip them, as a ring browser does, and only its next
+ * attach said it had fallen off. `rule` goes to the reader's sink (MarkerSink), `opened` takes
+ * the consumer once open. `describe` words the error.
+ */
+export function noGaps(list: ListStructure, req: ConsumerRequest, describe: (position: number, oldest: number) => string): { rule: (position: number, oldest: number) => TidemarkError | undefined; opened: (c: ListConsumer) => ListConsumer } {
+  const filtered = req.predicates.length > 0;
+  let consumer: ListConsumer | undefined;
+  return {
+    rule(position, oldest) {
+      if (filtered && !(consumer && missedByBound.has(consumer))) return undefined; // what went was not this link's
+      return new TidemarkError(Conditions.scnNotFound, describe(position, oldest), { info: { 'oldest-scn': oldest, 'requested-scn': position } });
+    },
+    opened(c) {
+      consumer = c;
+      if (filtered) filteredNoGap.get(list)?.add(c);
+      return c;
+    },
+  };
+}
 
 /** Whether a removed entry was dropped by its queue's log bound (not consumed, expired, replaced or purged). */
 export function droppedByLogBound(e: Entry): boolean { return boundDrops.has(e); }
@@ -97,10 +132,20 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
   function boundList(list: ListStructure, retention: number | undefined, maxCount: number | undefined): void {
     if (maxCount !== undefined || retention !== undefined) {
       boundedLists.add(list);
+      const filtered = new Set<ListConsumer>();
+      filteredNoGap.set(list, filtered);
       list.onRemoved.push((e) => {
         if (!boundDrops.has(e)) return;
+        // Readers that must not skip and are behind this SCN have fallen off (noGaps).
+        list.raiseLogFloor(e.scn);
         const cut = logCuts.get(list);
         if (!cut || e.scn > cut.scn) logCuts.set(list, { scn: e.scn, ts: e.ts });
+        if (filtered.size > 0) {
+          for (const c of filtered) {
+            if (c.closed) filtered.delete(c);
+            else if (e.scn > c.lastScn && !missedByBound.has(c) && c.matches(e)) missedByBound.add(c);
+          }
+        }
       });
     }
     if (maxCount !== undefined) {
@@ -124,16 +169,17 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
   /** A plain queue replays the entries it still holds (browsed), then stays live. */
   function openOnList(queue: Queue, list: ListStructure, req: ConsumerRequest, sink: DeliverySink, c: LinkCommand & { bookmark: Bookmark }) {
     refuseBookmarkAhead(queue, c.bookmark);
-    const markers = new MarkerSink(sink);
+    const gaps = noGaps(list, req, (position, oldest) => `the replay of ${queue.name} is at SCN ${position}, and the log bound dropped the messages after it before they were read (oldest SCN ${oldest}): the link is detached rather than go on with a gap`);
+    const markers = new MarkerSink(sink, gaps.rule);
     const bm = c.bookmark;
     // A time resolves to the last message at or before it, held or the newest the bound dropped;
     // none known (0), with older ones gone, is older than the retained log, and
     // bookmark_not_found decides (it used to replay them all).
     const resolved = bm.kind === 'time' ? lastAtOrBefore(list, bm.ms) : bm.kind === 'scn' ? bm.scn : 0;
     const start = replayStart(queue, bm, resolved, c.options, oldestRetained(queue, list)) ?? queue.committedScn;
-    return list.openConsumer({ ...req, mode: 'copy' }, markers, {
+    return gaps.opened(list.openConsumer({ ...req, mode: 'copy' }, markers, {
       startAfterScn: start, annotate: listAnnotations, onCaughtUp: () => listMarker(markers, 'completed', queue.committedScn),
-    });
+    }));
   }
 
   return {
@@ -165,7 +211,7 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
         const now = b.clock.now();
         for (const [list, ms] of listRetention) {
           if (b.nodes.get(list.queue.name)?.structure !== list) { listRetention.delete(list); continue; } // deleted
-          trimListByAge(list, now - ms);
+          trimListByAge(list, now - ms, now);
         }
       }, opts.trimIntervalMs ?? 1000);
       listTimer.unref();
@@ -174,8 +220,13 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
   };
 }
 
-/** Drops a plain queue's committed messages older than `horizon` (oldest first: entries are in arrival order). */
-export function trimListByAge(list: ListStructure, horizon: number): number {
+/**
+ * Drops a plain queue's committed messages older than `horizon` (oldest first: entries are in
+ * arrival order). With `now`, what has expired by then leaves as expired first: an expiry is
+ * not the log bound's drop, and raises no log floor (noGaps).
+ */
+export function trimListByAge(list: ListStructure, horizon: number, now?: number): number {
+  if (now !== undefined) list.sweep(now);
   // Collect first (removing splices the list under its iterator), and only the due front:
   // copying the whole list every second cost a pass over every queued message.
   const due: Entry[] = [];

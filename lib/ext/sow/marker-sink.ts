@@ -11,7 +11,16 @@ export class MarkerSink implements DeliverySink {
   readonly inner: DeliverySink;
   readonly #pending = new Fifo<{ bytes: Buffer; position?: number }>();
   #closeAfter: { error?: TidemarkError } | undefined;
-  constructor(inner: DeliverySink) { this.inner = inner; }
+  /**
+   * DeliverySink.fellOff: the link's own rule when given (a checkpoint or replay reader), else
+   * the inner sink's (a durable subscription's); absent with neither (a plain subscriber skips).
+   */
+  readonly fellOff?: (position: number, oldest: number) => TidemarkError | undefined;
+  constructor(inner: DeliverySink, fellOff?: (position: number, oldest: number) => TidemarkError | undefined) {
+    this.inner = inner;
+    if (fellOff) this.fellOff = fellOff;
+    else if (inner.fellOff) this.fellOff = (position, oldest) => inner.fellOff!(position, oldest);
+  }
   get id() { return this.inner.id; }
   get presettled() { return this.inner.presettled; }
 
