@@ -11,7 +11,8 @@
  * Read-only: only GET and HEAD are served. There is no authentication on this listener yet,
  * so it binds to loopback by default; do not expose it beyond a trusted network
  * (docs/observability.md). The views with message content (SOW, history, tail) answer 503
- * when `auth.anonymous` is false (api.ts, contentGate); statistics are always served.
+ * when `auth.anonymous` is false, and 403 to clients off loopback when it is "loopback"
+ * (api.ts, contentGate); statistics are always served.
  */
 import { createServer, type Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
