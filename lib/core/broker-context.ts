@@ -22,4 +22,12 @@ export interface BrokerContext {
   readonly urls: readonly string[];
   /** URL of the HTTP listener (metrics, health, console), set by the `http` extension; undefined when off. */
   httpUrl?: string;
+  /**
+   * The console's internal login (SASL PLAIN, a random password made at start and kept in
+   * memory only), for when its AMQP client cannot connect from loopback (the listener is
+   * bound to one non-loopback address): it is authenticated as `anonymous`, so the ACL and
+   * the content gate treat it as the loopback ANONYMOUS connection it stands for. Undefined
+   * when `auth.anonymous` is false (the console then reads no content).
+   */
+  readonly consoleLogin?: { username: string; password: string };
 }

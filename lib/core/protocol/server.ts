@@ -196,7 +196,7 @@ function hardenSenderCredit(sender: any): void {
 }
 const num32 = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0);
 
-function isLoopback(addr: string | undefined): boolean {
+export function isLoopback(addr: string | undefined): boolean {
   if (!addr) return false;
   return addr.startsWith('127.') || addr === '::1' || addr.startsWith('::ffff:127.');
 }

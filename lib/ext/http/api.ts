@@ -7,9 +7,11 @@
  *                                           a SOW query (historical with `at`, a bookmark), run over AMQP
  *   GET /api/queues/:name/history?key=K     one key's retained versions (the timeline)
  *   GET /api/queues/:name/events            live tail as Server-Sent Events (`subscribe` over AMQP)
+ *   GET /api/queue[/sow|/history|/events]?name=NAME  the same, the name as a parameter (for "." and "..")
  * The last three return message content. The console reads it as ANONYMOUS from loopback
  * (over AMQP, and the history's direct storage read on its behalf), so they answer 503 when
- * `auth.anonymous` is false (contentGate), and the history checks the ACL for `anonymous`
+ * `auth.anonymous` is false, and 403 to a request from off loopback when it is "loopback"
+ * (contentGate); the history checks the ACL for `anonymous`
  * like an AMQP browser. Overview and queue statistics carry no content and are always served
  * (docs/observability.md).
  */
@@ -20,10 +22,27 @@ import { jsonText } from '../../codec/json-body.js';
 import { decodeMessage } from '../../codec/message-bytes.js';
 import { readKeyHistory } from '../sow/history-read.js';
 import { visibleQueues } from './metrics.js';
-import { SelfClient, AmqpRefusal, toRecord } from './self-client.js';
+import { SelfClient, AmqpRefusal, toRecord, type Tail, type QueryResult } from './self-client.js';
+import { isLoopback } from '../../core/protocol/server.js';
 
 /** Most records one SOW page returns. */
 export const MAX_PAGE = 1000;
+
+/**
+ * Most JSON text of the records (or versions) one `/sow` or `/history` answer carries: past
+ * it the page stops (`truncated: true`; at least one record is always sent). A page was
+ * bounded by count only: 100 records of 1 MB made a 95 MB body, 300 of 1.9 MB a string V8
+ * cannot build.
+ */
+export const MAX_PAGE_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Most bytes a live event stream may have queued for its client. The tail's AMQP credit
+ * stops while the response is over its high-water mark, so a reader that stops reading holds
+ * at most TAIL_CREDIT events; with large events that may still be much, and past this the
+ * stream ends (`end` event, `unavailable`, "client not reading") and its socket is closed.
+ */
+export const MAX_STREAM_BUFFER = 16 * 1024 * 1024;
 
 export class HttpError extends Error {
   constructor(readonly status: number, readonly code: string, message: string) { super(message); }
@@ -73,9 +92,20 @@ function intParam(u: URL, name: string, def: number | undefined, max: number, mi
 export const CONTENT_OFF = 'message content is not served: auth.anonymous is false and the HTTP listener has no authentication; '
   + 'the console reads queues as ANONYMOUS from loopback (docs/observability.md). Queue statistics, /metrics and /healthz are still served';
 
-/** Throws the 503 of the content views when the broker refuses ANONYMOUS altogether. */
-export function contentGate(b: BrokerContext): void {
-  if (b.config.auth.anonymous === false) throw new HttpError(503, 'unavailable', CONTENT_OFF);
+/** Why a content view refuses a request from off loopback when `auth.anonymous` is "loopback". */
+export const CONTENT_LOOPBACK_ONLY = 'message content is served only to clients on loopback: auth.anonymous is "loopback" and the HTTP listener has no authentication, '
+  + 'so a remote client would read what a remote AMQP client needs a login for (docs/observability.md). Queue statistics, /metrics and /healthz are still served';
+
+/**
+ * Throws the 503 of the content views when the broker refuses ANONYMOUS altogether, and the
+ * 403 when it allows ANONYMOUS only from loopback and the request does not come from there:
+ * the console reads as `anonymous`, so the HTTP client gets what an AMQP client from its
+ * address could read without a login, no more.
+ */
+export function contentGate(b: BrokerContext, remoteAddress: string | undefined): void {
+  const anon = b.config.auth.anonymous;
+  if (anon === false) throw new HttpError(503, 'unavailable', CONTENT_OFF);
+  if (anon === 'loopback' && !isLoopback(remoteAddress)) throw new HttpError(403, 'forbidden', CONTENT_LOOPBACK_ONLY);
 }
 
 /**
@@ -115,8 +145,15 @@ export class Api {
   readonly #b: BrokerContext;
   readonly #client: SelfClient;
   readonly #streams = new Set<ServerResponse>();
+  /** The peer address of a request (a seam for tests: the content gate depends on it). */
+  readonly #remote: (req: IncomingMessage) => string | undefined;
 
-  constructor(b: BrokerContext, client: SelfClient) { this.#b = b; this.#client = client; }
+  constructor(b: BrokerContext, client: SelfClient, remote: (req: IncomingMessage) => string | undefined = (req) => req.socket.remoteAddress) {
+    this.#b = b; this.#client = client; this.#remote = remote;
+  }
+
+  /** Live event streams open now. */
+  get streams(): number { return this.#streams.size; }
 
   #queue(name: string): Queue {
     const q = this.#b.nodes.get(name);
@@ -136,12 +173,20 @@ export class Api {
         commit: { batches: c.batches, groups: c.groups, max_groups: c.maxGroups, mean_latency_ms: c.batches ? c.totalLatencyMs / c.batches : 0 },
       });
     }
+    // /api/queue[/sow|/history|/events]?name=NAME: the same views with the name as a query
+    // parameter. Browsers (and fetch, curl) resolve "." and ".." path segments, "%2e" too,
+    // before sending, so a page cannot reach the queues "." and ".." by the path form.
+    if (parts[0] === 'queue' && parts.length <= 2) {
+      const name = u.searchParams.get('name');
+      if (name === null || name === '') throw new HttpError(400, 'bad-request', `${u.pathname} needs ?name=QUEUE`);
+      parts = ['queues', name, ...parts.slice(1)];
+    }
     if (parts[0] !== 'queues') throw new HttpError(404, 'not-found', `no such endpoint: ${u.pathname}`);
     if (parts.length === 1) return sendJson(res, 200, visibleQueues(b).map((q) => queueJson(b, q)));
     const q = this.#queue(parts[1]);
     if (parts.length === 2) return sendJson(res, 200, queueJson(b, q));
     if (parts.length !== 3) throw new HttpError(404, 'not-found', `no such endpoint: ${u.pathname}`);
-    if (parts[2] === 'sow' || parts[2] === 'history' || parts[2] === 'events') contentGate(b);
+    if (parts[2] === 'sow' || parts[2] === 'history' || parts[2] === 'events') contentGate(b, this.#remote(req));
     switch (parts[2]) {
       case 'sow': return this.#sow(res, u, q);
       case 'history': return this.#history(res, u, q);
@@ -161,16 +206,24 @@ export class Api {
     if (skip) options.skip_n = skip;
     if (orderBy) options.order_by = orderBy;
     const started = performance.now();
+    let r: QueryResult;
+    // Only the broker's answer maps to a condition: a failure to build or send the JSON is
+    // not a 503 "unavailable" (it was, with V8's "Invalid string length" as the reason).
     try {
-      const r = await this.#client.query(q.name, { filter, bookmark: at, options });
-      sendJson(res, 200, {
-        queue: q.name, filter: filter ?? null, order_by: orderBy ?? null, at: at ?? null, top_n: top, skip_n: skip,
-        group_end_scn: r.groupEnd ?? null, more: r.records.length > top, records: r.records.slice(0, top),
-        elapsed_ms: Math.round((performance.now() - started) * 10) / 10,
-      });
+      r = await this.#client.query(q.name, { filter, bookmark: at, options }, { maxBytes: MAX_PAGE_BYTES, sizeOf: (x) => apiJson(x).length });
     } catch (e) {
       throw queryError(e);
     }
+    const records = r.records.slice(0, top);
+    // Cut by the byte budget: fewer than top_n records, the next page starts after them
+    // (skip_n + records.length), and group_end_scn is unknown (the group end was not read).
+    const truncated = r.truncated === true && r.records.length <= top;
+    sendJson(res, 200, {
+      queue: q.name, filter: filter ?? null, order_by: orderBy ?? null, at: at ?? null, top_n: top, skip_n: skip,
+      group_end_scn: r.groupEnd ?? null, more: r.records.length > top || r.truncated === true, truncated,
+      ...(truncated ? { max_bytes: MAX_PAGE_BYTES } : {}),
+      records, elapsed_ms: Math.round((performance.now() - started) * 10) / 10,
+    });
   }
 
   async #history(res: ServerResponse, u: URL, q: Queue): Promise<void> {
@@ -181,14 +234,27 @@ export class Api {
     if (!this.#b.extensions.authorize('anonymous', 'browse', q.name)) {
       throw new HttpError(403, 'amqp:unauthorized-access', `user anonymous may not browse queue ${q.name} (the console reads as anonymous)`);
     }
-    const h = await readKeyHistory(q, key, { limit: intParam(u, 'limit', 1000, 10000) });
+    // The stored bytes bound what is read; the JSON text of the bodies bounds what is sent.
+    const h = await readKeyHistory(q, key, { limit: intParam(u, 'limit', 1000, 10000), maxBytes: MAX_PAGE_BYTES });
     // As the sow view answers it (the broker's not-found for a sow command on a plain queue).
     if (!h) throw new HttpError(404, 'amqp:not-found', `queue ${q.name} is not a SOW queue (no sow.key)`);
     const now = this.#b.clock.now();
+    // Newest first until the budget is spent (at least one), then oldest first again.
+    const versions: Array<{ scn: number; ts: number; op: string; body: unknown }> = [];
+    let bytes = 0;
+    let truncated = h.truncated;
+    for (let i = h.versions.length - 1; i >= 0; i--) {
+      const v = h.versions[i];
+      const out = { scn: v.scn, ts: v.ts, op: v.op, body: v.op === 'delete' ? null : toRecord(decodeMessage(v.bytes)).body };
+      const n = apiJson(out).length;
+      if (versions.length > 0 && bytes + n > MAX_PAGE_BYTES) { truncated = true; break; }
+      bytes += n;
+      versions.push(out);
+    }
+    versions.reverse();
     sendJson(res, 200, {
       queue: q.name, key, now, window_ms: h.windowMs ?? null, window_start: h.windowMs !== undefined ? now - h.windowMs : null,
-      truncated: h.truncated,
-      versions: h.versions.map((v) => ({ scn: v.scn, ts: v.ts, op: v.op, body: v.op === 'delete' ? null : toRecord(decodeMessage(v.bytes)).body })),
+      truncated, versions,
     });
   }
 
@@ -199,43 +265,62 @@ export class Api {
       throw new HttpError(503, 'too-many-streams', `${MAX_EVENT_STREAMS} live event streams are open (the most the console serves at once): close one and retry`);
     }
     this.#streams.add(res); // counted from the attach on: a stream waiting for it holds a link too
-    let stop: (() => void) | undefined;
+    let tail: Tail | undefined;
     let started = false;
     let ended = false;
     let heartbeat: NodeJS.Timeout | undefined;
     const end = () => {
       if (ended) return;
       ended = true;
-      clearInterval(heartbeat); this.#streams.delete(res); stop?.();
+      clearInterval(heartbeat); this.#streams.delete(res); tail?.stop();
       if (started && !res.writableEnded) res.end();
     };
     res.on('close', end);
+    // Flow control: while the response is over its high-water mark (the client reads slower
+    // than events come), the tail grants no more AMQP credit; 'drain' grants it again.
+    res.on('drain', () => tail?.resume());
     // Records that come with the attach reply wait for the headers.
     const early: string[] = [];
     let endedWith: Error | null | undefined;
-    const write = (chunk: string) => { if (started) res.write(chunk); else early.push(chunk); };
     const finish = (err?: Error) => {
+      if (ended) return;
       if (!started) { endedWith = err ?? null; return; }
       res.write(`event: end\ndata: ${JSON.stringify(endEvent(err))}\n\n`);
       end();
     };
+    const write = (chunk: string): boolean => {
+      if (ended) return false;
+      if (!started) { early.push(chunk); return true; }
+      const ok = res.write(chunk);
+      if (res.writableLength > MAX_STREAM_BUFFER) {
+        // Bounded even with large events: the client is not reading. Tell it (if it ever
+        // reads again), then let go of the socket and what it holds.
+        finish(new Error(`client not reading: over ${MAX_STREAM_BUFFER} bytes of events queued for this stream`));
+        const t = setTimeout(() => res.destroy(), 5000);
+        t.unref();
+        res.once('finish', () => clearTimeout(t));
+        return false;
+      }
+      return ok;
+    };
     try {
       // The 200 and `ready` wait for the attach: a refused link answers its condition's status
       // with the JSON error, as /sow does (a 200 then `end` left the console retrying forever).
-      stop = await this.#client.tail(q.name, (r) => write(`event: record\ndata: ${apiJson(r)}\n\n`), finish);
+      tail = await this.#client.tail(q.name, (r) => write(`event: record\ndata: ${apiJson(r)}\n\n`), finish);
     } catch (e) {
       this.#streams.delete(res);
       ended = true;
       throw queryError(e);
     }
-    if (ended) { stop(); return; } // the client went away meanwhile
+    if (ended) { tail.stop(); return; } // the client went away meanwhile
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     started = true;
     // HEAD: the headers GET would get (the link was attached, so the status is the same), no stream.
     if (req.method === 'HEAD') { end(); return; }
     res.write('retry: 3000\n\n');
     res.write(`event: ready\ndata: ${JSON.stringify({ queue: q.name, scn_head: q.committedScn })}\n\n`);
-    for (const chunk of early.splice(0)) res.write(chunk);
+    for (const chunk of early.splice(0)) write(chunk);
+    if (ended) return;
     if (endedWith !== undefined) { finish(endedWith ?? undefined); return; }
     heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15000);
     heartbeat.unref();

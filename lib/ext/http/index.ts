@@ -11,7 +11,8 @@
  * Read-only: only GET and HEAD are served. There is no authentication on this listener yet,
  * so it binds to loopback by default; do not expose it beyond a trusted network
  * (docs/observability.md). The views with message content (SOW, history, tail) answer 503
- * when `auth.anonymous` is false (api.ts, contentGate); statistics are always served.
+ * when `auth.anonymous` is false, and 403 to clients off loopback when it is "loopback"
+ * (api.ts, contentGate); statistics are always served.
  */
 import { createServer, type Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -48,6 +49,9 @@ export function httpExtension(): Extension {
       throw new HttpError(405, 'method-not-allowed', 'the console and API are read-only (GET, HEAD)');
     }
     const path = u.pathname;
+    // The API's path is split as sent: URL's pathname resolves dot segments, which made the
+    // queues "." and ".." unreachable (/api/queues/. listed every queue).
+    const raw = (req.url ?? '/').split('?')[0];
     if (path === '/metrics') {
       const text = await metrics!.text();
       res.writeHead(200, { 'content-type': metrics!.registry.contentType, 'cache-control': 'no-store' });
@@ -60,9 +64,9 @@ export function httpExtension(): Extension {
       const amqp = b.urls.length > 0;
       return sendJson(res, storage && amqp ? 200 : 503, { status: storage && amqp ? 'ready' : 'not ready', storage: storage ? 'open' : 'closed', amqp: amqp ? b.urls[0] : null });
     }
-    if (path.startsWith('/api/')) {
+    if (raw.startsWith('/api/')) {
       let parts: string[];
-      try { parts = path.slice(5).split('/').filter((s) => s !== '').map(decodeURIComponent); }
+      try { parts = raw.slice(5).split('/').filter((s) => s !== '').map(decodeURIComponent); }
       catch { throw new HttpError(400, 'bad-request', 'malformed path'); }
       return api!.handle(req, res, u, parts);
     }
@@ -83,7 +87,7 @@ export function httpExtension(): Extension {
       broker = b;
       files = loadConsoleFiles();
       metrics = createMetrics(b);
-      client = new SelfClient(() => b.urls[0]);
+      client = new SelfClient(() => b.urls[0], () => b.consoleLogin);
       api = new Api(b, client);
       const srv = createServer((req, res) => {
         route(req, res).catch((err) => {

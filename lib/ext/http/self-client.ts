@@ -29,8 +29,6 @@ export interface QueryRecord {
   properties?: Record<string, unknown>;
 }
 
-export interface QueryResult { records: QueryRecord[]; groupEnd?: number }
-
 export interface QueryFilters {
   command: 'sow' | 'subscribe';
   filter?: string;
@@ -92,13 +90,50 @@ function errorOf(e: any): { condition: string; description: string } {
   return { condition: String(pick(e.condition) ?? 'amqp:internal-error'), description: String(pick(e.description) ?? 'link closed') };
 }
 
+/** Options of a query: how long to wait, and a budget that ends the collecting early. */
+export interface QueryOptions {
+  timeoutMs?: number;
+  /**
+   * Stop once the records collected weigh more than this (by `sizeOf`): the link is closed
+   * before the group end and the result says `truncated`. At least one record is kept.
+   */
+  maxBytes?: number;
+  sizeOf?: (r: QueryRecord) => number;
+}
+
+export interface QueryResult { records: QueryRecord[]; groupEnd?: number; truncated?: boolean; bytes?: number }
+
+/** A running tail: `stop` closes its link; `resume` grants credit again after onRecord returned false. */
+export interface Tail { stop(): void; resume(): void }
+
+/** Credit a tail keeps on its link while its reader keeps up: at most this many events are in flight. */
+export const TAIL_CREDIT = 50;
+
+/** A user name and password the broker accepts for the console (BrokerContext.consoleLogin). */
+export interface Login { username: string; password: string }
+
+function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host.startsWith('127.') || host === '::1' || host.startsWith('::ffff:127.');
+}
+
 export class SelfClient {
   readonly #url: () => string | undefined;
+  readonly #login: () => Login | undefined;
   #conn?: Promise<any>;
   #closed = false;
+  /**
+   * What each open query and tail of the current connection does when that connection drops:
+   * rhea (reconnect off) sends no link event then, so without this a tail never ended and a
+   * query waited for its time-out.
+   */
+  readonly #onDrop = new Map<any, Set<(err: Error) => void>>();
 
-  /** `url` returns the broker's AMQP URL (known only once its listener is up). */
-  constructor(url: () => string | undefined) { this.#url = url; }
+  /**
+   * `url` returns the broker's AMQP URL (known only once its listener is up). `login` returns
+   * the credentials to use when that URL is not a loopback address (ANONYMOUS would be
+   * refused there with `auth.anonymous: "loopback"`); undefined: ANONYMOUS.
+   */
+  constructor(url: () => string | undefined, login: () => Login | undefined = () => undefined) { this.#url = url; this.#login = login; }
 
   #connection(): Promise<any> {
     if (this.#closed) return Promise.reject(new Error('console client closed'));
@@ -110,16 +145,40 @@ export class SelfClient {
     let host = u.hostname.replace(/^\[|\]$/g, '');
     if (host === '0.0.0.0') host = '127.0.0.1';
     if (host === '::') host = '::1';
+    // Bound to one address that is not loopback, the broker sees this connection come from
+    // that address, not from loopback: ANONYMOUS is refused there unless `auth.anonymous` is
+    // true, so the console logs in with the broker's internal console login instead.
+    const login = isLoopbackHost(host) ? undefined : this.#login();
+    const how = login ? 'the console logs in with its internal login' : 'the console connects as ANONYMOUS from loopback';
     const container = r.create_container({ id: `tidemark-console-${process.pid}` });
     const p = new Promise<any>((resolve, reject) => {
-      const c = container.connect({ host, port: Number(u.port), reconnect: false, idle_time_out: 0 });
+      const c = container.connect({ host, port: Number(u.port), reconnect: false, idle_time_out: 0, ...(login ? { username: login.username, password: login.password } : {}) });
       const fail = (ctx: any) => {
         this.#conn = undefined;
-        reject(new Error('console could not connect to ' + url + ': ' + (ctx?.connection?.error?.description ?? ctx?.error?.message ?? 'disconnected') + ' (the console connects as ANONYMOUS from loopback)'));
+        reject(new Error('console could not connect to ' + url + ': ' + (ctx?.connection?.error?.description ?? ctx?.error?.message ?? 'disconnected') + ` (${how})`));
       };
       c.once('connection_open', () => {
         c.removeListener('disconnected', fail);
-        c.on('disconnected', () => { if (this.#conn === p) this.#conn = undefined; });
+        c.removeListener('connection_error', fail);
+        // The tail's credit goes out in small flow frames: without TCP_NODELAY each could wait
+        // for the broker's delayed ACK (the broker sets it on its side too).
+        try { c.socket?.setNoDelay?.(true); } catch { /* not a TCP socket */ }
+        // The broker closing the connection (a close frame: rhea then sends no 'disconnected')
+        // or the socket going away: either way every link of it is gone.
+        const dropped = (ctx: any) => {
+          if (this.#conn === p) this.#conn = undefined;
+          const e = ctx?.connection?.error ?? ctx?.error;
+          const why = e?.description ?? e?.message ?? (e?.condition ? String(e.condition) : 'the connection closed');
+          const handlers = this.#onDrop.get(c);
+          this.#onDrop.delete(c);
+          if (!handlers?.size) return;
+          log.warn('console connection lost', { url, why: String(why), open: handlers.size });
+          const err = new Error(`the console's AMQP connection to the broker was lost (${why}); the next request opens a new one`);
+          for (const h of handlers) { try { h(err); } catch (x) { log.warn('console link handler failed', { err: x }); } }
+        };
+        c.on('disconnected', dropped);
+        c.on('connection_close', dropped);
+        c.on('connection_error', dropped);
         resolve(c);
       });
       c.once('disconnected', fail);
@@ -133,26 +192,50 @@ export class SelfClient {
     return p;
   }
 
-  /** Runs a `sow` command (optionally at a bookmark) and returns the records between the group markers. */
-  async query(address: string, f: Omit<QueryFilters, 'command'>, timeoutMs = 15000): Promise<QueryResult> {
+  /** Registers what a link does if its connection drops; returns the function that unregisters it. */
+  #track(c: any, onDrop: (err: Error) => void): () => void {
+    let set = this.#onDrop.get(c);
+    if (!set) { set = new Set(); this.#onDrop.set(c, set); }
+    set.add(onDrop);
+    return () => { this.#onDrop.get(c)?.delete(onDrop); };
+  }
+
+  /**
+   * Runs a `sow` command (optionally at a bookmark) and returns the records between the group
+   * markers, or the first ones up to `opts.maxBytes` (then `truncated`).
+   */
+  async query(address: string, f: Omit<QueryFilters, 'command'>, options: QueryOptions | number = {}): Promise<QueryResult> {
+    const opts: QueryOptions = typeof options === 'number' ? { timeoutMs: options } : options;
+    const timeoutMs = opts.timeoutMs ?? 15000;
     const c = await this.#connection();
     return new Promise<QueryResult>((resolve, reject) => {
       const records: QueryRecord[] = [];
+      let bytes = 0;
       let settled = false;
       const rcv = c.open_receiver({ source: { address, filter: filterMap({ ...f, command: 'sow' }), distribution_mode: 'copy' }, credit_window: 0, autoaccept: true });
-      const finish = (err?: Error, groupEnd?: number) => {
+      const finish = (err?: Error, groupEnd?: number, truncated?: boolean) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        untrack();
         try { rcv.close(); } catch { /* already closed */ }
-        if (err) reject(err); else resolve({ records, groupEnd });
+        if (err) reject(err); else resolve({ records, groupEnd, truncated: truncated ?? false, bytes });
       };
+      const untrack = this.#track(c, (err) => finish(err));
       const timer = setTimeout(() => finish(new Error(`query on ${address} timed out after ${timeoutMs} ms`)), timeoutMs);
       rcv.on('receiver_open', () => rcv.add_credit(500));
       rcv.on('message', (ctx: any) => {
+        if (settled) return;
         const rec = toRecord(ctx.message);
         if (rec.cmd === 'group_end') { finish(undefined, rec.scn); return; }
-        if (rec.cmd === 'sow') records.push(rec);
+        if (rec.cmd === 'sow') {
+          if (opts.maxBytes !== undefined) {
+            const n = (opts.sizeOf ?? ((x: QueryRecord) => JSON.stringify(x.body ?? null).length))(rec);
+            if (records.length > 0 && bytes + n > opts.maxBytes) { finish(undefined, undefined, true); return; }
+            bytes += n;
+          }
+          records.push(rec);
+        }
         if (rcv.credit < 100) rcv.add_credit(500);
       });
       const closed = () => { const e = errorOf(rcv.error); finish(new AmqpRefusal(e.condition, e.description)); };
@@ -162,37 +245,55 @@ export class SelfClient {
   }
 
   /**
-   * Follows a queue's events (`subscribe` from now, as a browser). Resolves with the stop
-   * function once the broker has attached the link, so that a refusal (ACL, no such queue, no
-   * link left on the session) is the caller's to answer: it rejects with an AmqpRefusal then.
-   * `onEnd` is called when an attached link ends.
+   * Follows a queue's events (`subscribe` from now, as a browser). Resolves with the tail once
+   * the broker has attached the link, so that a refusal (ACL, no such queue, no link left on
+   * the session) is the caller's to answer: it rejects with an AmqpRefusal then. `onEnd` is
+   * called when an attached link ends, or its connection drops (an Error naming that).
+   *
+   * Credit is granted by hand: the link holds TAIL_CREDIT, topped up as events arrive while
+   * `onRecord` returns anything but false. When it returns false (its reader is behind) no
+   * more credit is granted until `resume()`: the broker keeps the events, not this process.
    */
-  async tail(address: string, onRecord: (r: QueryRecord) => void, onEnd: (err?: Error) => void, timeoutMs = 15000): Promise<() => void> {
+  async tail(address: string, onRecord: (r: QueryRecord) => boolean | void, onEnd: (err?: Error) => void, timeoutMs = 15000): Promise<Tail> {
     const c = await this.#connection();
-    const rcv = c.open_receiver({ source: { address, filter: filterMap({ command: 'subscribe' }), distribution_mode: 'copy' }, credit_window: 100, autoaccept: true });
+    const rcv = c.open_receiver({ source: { address, filter: filterMap({ command: 'subscribe' }), distribution_mode: 'copy' }, credit_window: 0, autoaccept: true });
     let stopped = false;
     let attached = false;
-    const stop = () => { if (stopped) return; stopped = true; try { rcv.close(); } catch { /* closed */ } };
-    return new Promise<() => void>((resolve, reject) => {
+    let paused = false;
+    let untrack = () => {};
+    const topUp = () => { if (!stopped && !paused && rcv.credit < TAIL_CREDIT / 2) { try { rcv.add_credit(TAIL_CREDIT - rcv.credit); } catch { /* closed */ } } };
+    const stop = () => { if (stopped) return; stopped = true; untrack(); try { rcv.close(); } catch { /* closed */ } };
+    const handle: Tail = { stop, resume: () => { paused = false; topUp(); } };
+    return new Promise<Tail>((resolve, reject) => {
       const timer = setTimeout(() => { stop(); reject(new Error(`no attach from the broker for ${address} within ${timeoutMs} ms`)); }, timeoutMs);
-      rcv.on('message', (ctx: any) => { if (!stopped) onRecord(toRecord(ctx.message)); });
+      rcv.on('message', (ctx: any) => {
+        if (stopped) return;
+        if (onRecord(toRecord(ctx.message)) === false) paused = true;
+        topUp();
+      });
       rcv.once('receiver_open', () => {
         // A refused attach is answered with a null source, then the detach that says why.
         const src = rcv.remote?.attach?.source;
         if (!src || src?.type?.name === 'Null') return;
         attached = true;
         clearTimeout(timer);
-        resolve(stop);
+        topUp();
+        resolve(handle);
       });
-      const closed = () => {
+      const ended = (err: Error | undefined) => {
         if (stopped) return;
         stopped = true;
+        untrack();
+        if (!attached) { clearTimeout(timer); reject(err ?? new AmqpRefusal('amqp:internal-error', 'link closed')); return; }
+        onEnd(err);
+      };
+      const closed = () => {
         const e = errorOf(rcv.error);
-        if (!attached) { clearTimeout(timer); reject(new AmqpRefusal(e.condition, e.description)); return; }
-        onEnd(rcv.error ? new AmqpRefusal(e.condition, e.description) : undefined);
+        ended(rcv.error || !attached ? new AmqpRefusal(e.condition, e.description) : undefined);
       };
       rcv.on('receiver_close', closed);
       rcv.on('receiver_error', closed);
+      untrack = this.#track(c, (err) => ended(err));
     });
   }
 

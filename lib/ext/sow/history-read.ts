@@ -32,22 +32,29 @@ export interface KeyHistory {
 
 /**
  * The retained versions of `key` on a SOW queue, oldest first. Returns undefined when the
- * queue is not a SOW queue. `limit` (default 1000) keeps the newest versions.
+ * queue is not a SOW queue. `limit` (default 1000) keeps the newest versions; `maxBytes`
+ * stops reading once the versions' stored bytes pass it (the newest are kept, at least one),
+ * so a key with large versions is not read into memory whole.
  */
-export async function readKeyHistory(q: Queue, key: string, opts: { limit?: number } = {}): Promise<KeyHistory | undefined> {
+export async function readKeyHistory(q: Queue, key: string, opts: { limit?: number; maxBytes?: number } = {}): Promise<KeyHistory | undefined> {
   const s = q.structure;
   if (!(s instanceof SowStructure)) return undefined;
   const limit = Math.max(1, opts.limit ?? 1000);
+  const maxBytes = opts.maxBytes ?? Infinity;
   if (!s.hasHistory) return { key, windowMs: undefined, versions: [], truncated: false };
-  // [key][0x00][scn]: the 0x00 separator keeps "ab" out of the range of "a".
-  const rows = await q.ctx.store.all({ gte: histKey(q.id, key, 0), lte: histKey(q.id, key, Number.MAX_SAFE_INTEGER), reverse: true, limit: limit + 1 });
   const versions: KeyVersion[] = [];
-  for (const [k, v] of rows.slice(0, limit)) {
+  let bytes = 0;
+  let truncated = false;
+  // [key][0x00][scn]: the 0x00 separator keeps "ab" out of the range of "a". Newest first, in
+  // small chunks: the rows are read only as far as they are kept.
+  for await (const [k, v] of q.ctx.store.rows({ gte: histKey(q.id, key, 0), lte: histKey(q.id, key, Number.MAX_SAFE_INTEGER), reverse: true }, 16)) {
     const { key: rk, scn } = parseHistKey(k);
     if (rk !== key) continue;
+    if (versions.length >= limit || (versions.length > 0 && bytes + v.length > maxBytes)) { truncated = true; break; }
     const { meta, message } = decodeEvent(v);
+    bytes += v.length;
     versions.push({ scn, ts: meta.ts, op: meta.op === 'delete' ? 'delete' : 'publish', bytes: Buffer.from(message) });
   }
   versions.reverse();
-  return { key, windowMs: s.settings.historyWindow, versions, truncated: rows.length > limit };
+  return { key, windowMs: s.settings.historyWindow, versions, truncated };
 }

@@ -55,12 +55,32 @@ function fmtDuration(ms) {
 }
 const bodyText = (b) => (typeof b === 'string' ? b : JSON.stringify(b));
 const enc = encodeURIComponent;
+/**
+ * The API path of a queue's view (`sub`: '', 'sow', 'history', 'events'), `params` appended.
+ * Browsers resolve "." and ".." path segments (and %2e) before sending, so those two names
+ * go as ?name= (/api/queue/...).
+ */
+function queuePath(name, sub = '', params = '') {
+  const p = params ? String(params) : '';
+  if (name === '.' || name === '..') {
+    const q = new URLSearchParams(p);
+    q.set('name', name);
+    return `queue${sub ? '/' + sub : ''}?${q}`;
+  }
+  return `queues/${enc(name)}${sub ? '/' + sub : ''}${p ? '?' + p : ''}`;
+}
 
 // ---- page lifecycle ----------------------------------------------------------------------
 
+// Each route() starts a generation; a page checks it after every await and stops when the
+// user has gone on meanwhile (its late content was appended to the next page, and its
+// interval and EventSource were registered as the next page's). `g` is the page's own.
 let cleanups = [];
-function onLeave(fn) { cleanups.push(fn); }
-function every(ms, fn) { const t = setInterval(fn, ms); onLeave(() => clearInterval(t)); }
+let generation = 0;
+const current = (g) => g === generation;
+/** Runs `fn` when page `g` is left; at once if it is already gone. */
+function onLeave(g, fn) { if (current(g)) cleanups.push(fn); else fn(); }
+function every(g, ms, fn) { if (!current(g)) return; const t = setInterval(fn, ms); onLeave(g, () => clearInterval(t)); }
 
 async function refreshOverview() {
   try {
@@ -76,12 +96,19 @@ async function refreshOverview() {
 }
 
 function route() {
+  const g = ++generation;
   for (const fn of cleanups) { try { fn(); } catch { /* ignore */ } }
   cleanups = [];
   const hash = location.hash || '#/';
   const m = /^#\/queue\/([^?]+)(?:\?(.*))?$/.exec(hash);
-  if (m) queuePage(decodeURIComponent(m[1]), new URLSearchParams(m[2] || ''));
-  else queuesPage();
+  if (!m) { queuesPage(g); return; }
+  let name;
+  try { name = decodeURIComponent(m[1]); } catch {
+    app.replaceChildren(h('h1', {}, h('a', { href: '#/' }, 'Queues'), ' / ?'),
+      h('p', { class: 'error', id: 'route-error' }, `Malformed queue name in the address (bad percent-encoding): ${m[1]}`));
+    return;
+  }
+  queuePage(g, name, new URLSearchParams(m[2] || ''));
 }
 
 // ---- queues table ------------------------------------------------------------------------
@@ -92,12 +119,13 @@ function argsCell(args) {
   return entries.map(([k, v]) => h('code', {}, `${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`));
 }
 
-async function queuesPage() {
+async function queuesPage(g) {
   app.replaceChildren(h('h1', {}, 'Queues'), h('section', { class: 'card' }, h('p', { class: 'muted' }, 'Loading…')));
   const card = app.lastChild;
   const draw = async () => {
     let qs;
-    try { qs = await api('queues'); } catch (e) { card.replaceChildren(h('p', { class: 'error' }, e.message)); return; }
+    try { qs = await api('queues'); } catch (e) { if (current(g)) card.replaceChildren(h('p', { class: 'error' }, e.message)); return; }
+    if (!current(g)) return;
     const num = (col, v, title) => h('td', { class: 'num', 'data-col': col, title }, v);
     const rows = qs.map((q) => h('tr', { 'data-queue': q.name },
       h('td', { 'data-col': 'name' }, h('a', { href: `#/queue/${enc(q.name)}` }, q.name)),
@@ -121,7 +149,7 @@ async function queuesPage() {
       : h('p', { class: 'muted' }, 'No queues yet.'));
   };
   await draw();
-  every(5000, draw);
+  every(g, 5000, draw);
 }
 
 // ---- queue page --------------------------------------------------------------------------
@@ -144,15 +172,16 @@ function statsGrid(q) {
   );
 }
 
-async function queuePage(name, params) {
+async function queuePage(g, name, params) {
   app.replaceChildren(h('h1', {}, h('a', { href: '#/' }, 'Queues'), ' / ', name));
   let q;
-  try { q = await api(`queues/${enc(name)}`); } catch (e) { app.append(h('p', { class: 'error' }, e.message)); return; }
+  try { q = await api(queuePath(name)); } catch (e) { if (current(g)) app.append(h('p', { class: 'error' }, e.message)); return; }
+  if (!current(g)) return; // the user went on while this page loaded
   const statsCard = h('section', { class: 'card' }, h('h2', {}, 'Statistics'), statsGrid(q),
     h('p', { class: 'args' }, h('span', { class: 'muted' }, 'Arguments: '), argsCell(q.arguments)));
   app.append(statsCard);
-  every(5000, async () => {
-    try { const fresh = await api(`queues/${enc(name)}`); statsCard.children[1].replaceWith(statsGrid(fresh)); } catch { /* keep the last */ }
+  every(g, 5000, async () => {
+    try { const fresh = await api(queuePath(name)); statsCard.children[1].replaceWith(statsGrid(fresh)); } catch { /* keep the last */ }
   });
   let timeline;
   if (q.kind === 'sow') {
@@ -160,7 +189,7 @@ async function queuePage(name, params) {
     app.append(sowBrowser(q, (key) => showHistory(q, key, timeline)), timeline);
     if (params.get('key')) showHistory(q, params.get('key'), timeline);
   }
-  app.append(liveTail(q));
+  app.append(liveTail(g, q));
 }
 
 function sowBrowser(q, pickKey) {
@@ -192,7 +221,7 @@ function sowBrowser(q, pickKey) {
     status.className = 'status';
     status.textContent = 'Querying…';
     try {
-      const r = await api(`queues/${enc(q.name)}/sow?${p}`);
+      const r = await api(queuePath(q.name, 'sow', p));
       if (mine !== seq) return; // a newer query was started
       tbody.replaceChildren(...r.records.map((rec) => h('tr', { 'data-key': rec.key },
         h('td', { 'data-col': 'key' }, h('button', { class: 'link', type: 'button', title: 'show history', onclick: () => pickKey(rec.key) }, rec.key)),
@@ -202,11 +231,13 @@ function sowBrowser(q, pickKey) {
       )));
       const from = r.records.length ? state.skip + 1 : 0;
       pageInfo.textContent = `records ${from}–${state.skip + r.records.length}`;
+      state.count = r.records.length;
       prev.disabled = state.skip === 0;
       next.disabled = !r.more;
       status.className = state.at ? 'status asof' : 'status';
       status.replaceChildren(
         h('span', { id: 'sow-count' }, `${r.records.length}${r.more ? '+' : ''} records`),
+        r.truncated ? ` · page cut at ${fmtBytes(r.max_bytes)} of records` : '',
         ` · ${state.at ? 'historical query as of ' + state.at + ' (SCN ' + fmt(r.group_end_scn) + ')' : 'group_end SCN ' + fmt(r.group_end_scn)}`,
         ` · ${r.elapsed_ms} ms`,
       );
@@ -229,7 +260,8 @@ function sowBrowser(q, pickKey) {
     run();
   };
   prev.addEventListener('click', () => { state.skip = Math.max(0, state.skip - state.top); run(); });
-  next.addEventListener('click', () => { state.skip += state.top; run(); });
+  // A page cut by the API's byte budget holds fewer than top_n: the next starts after it.
+  next.addEventListener('click', () => { state.skip += state.count ?? state.top; run(); });
 
   const form = h('form', { class: 'query', id: 'sow-form', onsubmit: submit('') },
     h('label', {}, 'Content filter', filter),
@@ -252,7 +284,7 @@ async function showHistory(q, key, card) {
   card.hidden = false;
   card.replaceChildren(h('h2', {}, 'History of ', h('code', { id: 'history-key' }, key)), h('p', { class: 'muted' }, 'Loading…'));
   let hist;
-  try { hist = await api(`queues/${enc(q.name)}/history?key=${enc(key)}`); }
+  try { hist = await api(queuePath(q.name, 'history', new URLSearchParams({ key }))); }
   catch (e) { card.lastChild.replaceWith(h('p', { class: 'error' }, e.message)); return; }
   const legend = h('div', { class: 'legend' }, h('span', {}, h('i'), 'version'), h('span', {}, h('i', { class: 't' }), 'tombstone (delete)'),
     h('span', {}, h('i', { class: 'w' }), `history window (${fmtDuration(hist.window_ms)})`));
@@ -261,7 +293,7 @@ async function showHistory(q, key, card) {
     h('td', { class: 'body', title: v.body === null ? '' : bodyText(v.body) }, v.body === null ? '—' : bodyText(v.body))));
   card.lastChild.replaceWith(
     legend, timelineSvg(hist),
-    h('p', { class: 'muted' }, `${hist.versions.length} retained version(s)${hist.truncated ? ' (newest shown)' : ''}; broker time ${fmtTime(hist.now)} UTC`),
+    h('p', { class: 'muted' }, `${hist.versions.length} retained version(s)${hist.truncated ? ' (newest shown; older ones left out)' : ''}; broker time ${fmtTime(hist.now)} UTC`),
     h('table', { id: 'history' }, h('thead', {}, h('tr', {}, h('th', { class: 'num' }, 'SCN'), h('th', {}, 'Time (UTC)'), h('th', {}, 'Kind'), h('th', {}, 'Body'))), h('tbody', {}, rows)),
   );
   card.scrollIntoView({ behavior: 'smooth', block: 'nearest' });
@@ -319,11 +351,11 @@ function timelineSvg(hist) {
 
 // ---- live tail ----------------------------------------------------------------------------
 
-function liveTail(q) {
+function liveTail(g, q) {
   const list = h('ul', { class: 'tail', id: 'tail' });
   const status = h('div', { class: 'status', id: 'tail-status' }, 'Connecting…');
-  const es = new EventSource(`/api/queues/${enc(q.name)}/events`);
-  onLeave(() => es.close());
+  const es = new EventSource('/api/' + queuePath(q.name, 'events'));
+  onLeave(g, () => es.close());
   es.addEventListener('ready', (ev) => { status.textContent = `Following ${q.name} from SCN ${fmt(JSON.parse(ev.data).scn_head)}`; });
   es.addEventListener('record', (ev) => {
     const r = JSON.parse(ev.data);
@@ -343,7 +375,7 @@ function liveTail(q) {
   es.onerror = () => {
     if (es.readyState !== EventSource.CLOSED) { status.textContent = 'Disconnected; retrying…'; return; }
     // Refused (not 200, e.g. 503 when auth.anonymous is false): the JSON answer says why.
-    fetch(`/api/queues/${enc(q.name)}/events`).then((res) => { if (res.ok) { res.body?.cancel(); throw new Error('stream'); } return res.json(); }).then((e) => { status.textContent = 'Live tail unavailable: ' + e.description; }, () => { status.textContent = 'Live tail unavailable'; });
+    fetch('/api/' + queuePath(q.name, 'events')).then((res) => { if (res.ok) { res.body?.cancel(); throw new Error('stream'); } return res.json(); }).then((e) => { status.textContent = 'Live tail unavailable: ' + e.description; }, () => { status.textContent = 'Live tail unavailable'; });
   };
   return h('section', { class: 'card' }, h('h2', {}, 'Live events'), status, list);
 }
