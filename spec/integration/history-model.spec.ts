@@ -147,9 +147,18 @@ describe('historical queries with granularity against the retained versions (G >
       for (const key of keys) retained.set(key, ((await readKeyHistory(queue, key))?.versions ?? []).map(({ scn, ts, op }) => ({ scn, ts, op })));
       let tombs = 0;
       for (const [key, vs] of retained) {
-        // Superseded versions (all but the last), tombstones included, kept at least G apart.
-        for (let i = 1; i < vs.length - 1; i++) expect(vs[i].ts - vs[i - 1].ts, `${key}: kept versions ${JSON.stringify(vs.slice(Math.max(0, i - 2), i + 2))}`).to.be.at.least(G);
+        // Superseded versions (all but the last), tombstones included, kept at least G apart: a
+        // copy is kept when the event superseding it arrives (semantics.md 6), so the moments
+        // of keeping, the times of the key's events after them, are G apart (not the versions' own times).
+        const keptAt = (scn: number) => events.find((e, i) => i + 1 > scn && e.key === key)!.t;
+        for (let i = 1; i < vs.length - 1; i++) expect(keptAt(vs[i].scn) - keptAt(vs[i - 1].scn), `${key}: kept versions ${JSON.stringify(vs.slice(Math.max(0, i - 2), i + 2))}`).to.be.at.least(G);
         for (const x of vs) expect(events[x.scn - 1].key, `version ${x.scn} is an event of ${key}`).to.equal(key);
+        // And a state current for G or longer is never dropped (the last copy was kept at or
+        // before it was made): every version of the key that lasted G is retained (W = 1 d).
+        const ofKey = events.map((e, i) => ({ ...e, scn: i + 1 })).filter((e) => e.key === key);
+        for (let i = 0; i + 1 < ofKey.length; i++) {
+          if (ofKey[i + 1].t - ofKey[i].t >= G) expect(vs.some((x) => x.scn === ofKey[i].scn), `${key}: version ${ofKey[i].scn} was current for ${ofKey[i + 1].t - ofKey[i].t} ms`).to.equal(true);
+        }
         tombs += vs.slice(0, -1).filter((x) => x.op === 'delete').length;
       }
       expect(tombs, 'superseded tombstones are among the kept versions').to.be.greaterThan(0);

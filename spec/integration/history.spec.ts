@@ -90,7 +90,9 @@ describe('history and replay (semantics.md 6, 7)', function () {
       const got = await collect(rcv, { idleMs: 500 });
       expect(got.map(cmdOf), 'no markers before the error').to.deep.equal([]);
       expect(rcv.error?.condition).to.equal('tidemark:scn-not-found');
-      expect(rcv.error?.description).to.equal(`bookmark ${iso(T0 + 30 * S)} is older than the history window of ${q} (600000 ms): no state to start a sow_and_subscribe from`);
+      expect(rcv.error?.description).to.equal(`bookmark ${iso(T0 + 30 * S)} is older than the history window of ${q} (600000 ms): no state to start a sow_and_subscribe from (the oldest SCN it can start from is 4)`);
+      // (events 1-4 at T0, T0, +1m, +2m; the window starts at +2m 1s: the state after SCN 4 is the oldest kept)
+      expect(rcv.error?.info).to.deep.equal({ 'oldest-scn': 4, 'requested-scn': 2 });
     } finally { await c.close(); }
     // a1 stopped being current at +1m, more than the window ago: purged; a2 is current: kept;
     // x's version stopped at +2m and its tombstone is from +2m, both past the window: purged.

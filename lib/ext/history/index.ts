@@ -12,11 +12,24 @@ import { toDurationMs } from '../../address/index.js';
 import { SowStructure } from '../sow/sow-structure.js';
 import { commandOf, openSowLink } from '../sow/links.js';
 import { everySowQueue } from '../sow/index.js';
-import { openAtBookmark, openWhenReady, refuseBookmarkAhead, timeAtScn, type Bookmark } from '../sow/bookmark.js';
+import { openAtBookmark, openWhenReady, refuseBookmarkAhead, scnAtTime, timeAtScn, type Bookmark } from '../sow/bookmark.js';
 import type { SowPlan } from '../sow/sow-consumer.js';
 import type { LinkCommand } from '../sow/links.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
 import type { DeliverySink } from '../../core/queue/delivery.js';
+
+/**
+ * The oldest SCN a historical `sow_and_subscribe` may start from now: the newest event before
+ * the window's start (the state after it lasted into the window: every version it needs is
+ * kept), and no older than the log covers (SCN floor - 1: the replay starts at the floor).
+ */
+async function oldestAnswerable(s: SowStructure): Promise<number> {
+  const q = s.queue;
+  const start = q.ctx.clock.now() - s.settings.historyWindow!;
+  const beforeStart = await scnAtTime(q, start - 1);
+  const floor = s.logFloor;
+  return Math.max(beforeStart, floor > 0 ? floor - 1 : 0);
+}
 
 export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Extension {
   let timer: NodeJS.Timeout | undefined;
@@ -37,7 +50,12 @@ export function historyExtension(opts: { sweepIntervalMs?: number } = {}): Exten
       // semantics.md 6: it needs history coverage of its starting point, or there is no state
       // to replay from: refused at attach, before any marker.
       if (beforeWindow) {
-        throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.kind === 'time' ? bm.text : S} is older than the history window of ${q.name} (${s.settings.historyWindow} ms): no state to start a sow_and_subscribe from`, { info: { 'oldest-scn': s.logFloor, 'requested-scn': S } });
+        // Its `oldest-scn` is the oldest SCN a bookmark may name here now (oldestAnswerable):
+        // it was the log floor, which history need not reach ({oldest-scn: 1, requested-scn: 1}
+        // while the log held SCN 1).
+        return openWhenReady(sink, oldestAnswerable(s), (oldest) => {
+          throw new TidemarkError(Conditions.scnNotFound, `bookmark ${bm.kind === 'time' ? bm.text : S} is older than the history window of ${q.name} (${s.settings.historyWindow} ms): no state to start a sow_and_subscribe from (the oldest SCN it can start from is ${oldest})`, { info: { 'oldest-scn': oldest, 'requested-scn': S } });
+        });
       }
       const floor = s.logFloor;
       if (floor > 0 && S + 1 < floor) throw new TidemarkError(Conditions.scnNotFound, `the log of ${q.name} no longer covers SCN ${S} (oldest ${floor})`, { info: { 'oldest-scn': floor, 'requested-scn': S } });

@@ -17,9 +17,11 @@ export function parseBookmark(text: string): Bookmark {
   if (t === '0') return { kind: 'epoch' };
   if (t.toLowerCase() === 'now') return { kind: 'now' };
   if (/^\d+$/.test(t)) {
+    // A decimal SCN is its value: leading zeros change nothing, and `00` is `0`, the epoch (it
+    // was SCN 0, which a historical sow_and_subscribe refused as older than the window).
     const n = Number(t);
     if (!Number.isSafeInteger(n)) throw new TidemarkError(Conditions.invalidField, `bookmark ${t}: SCN too large`);
-    return { kind: 'scn', scn: n };
+    return n === 0 ? { kind: 'epoch' } : { kind: 'scn', scn: n };
   }
   const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(?:\.(\d{1,9}))?Z$/.exec(t)
     ?? /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?Z$/.exec(t);
@@ -58,15 +60,23 @@ function bad(t: string, why?: string): TidemarkError {
  * SCN of the last event at or before `ms` (0 when no retained event is that old), from the
  * time index. The index is sparse (a row for the first event of each new timestamp, see
  * SowStructure.prepare), so the answer is the event before the first indexed one that is
- * newer than `ms`, or the newest committed event when none is.
+ * newer than `ms`, or the newest committed event when none is: committed before the index
+ * reads, so each event up to it has its index row seen by them (as SowStructure#trimLog reads
+ * it). Read after them, it counted events committed meanwhile, newer than `ms` (a time
+ * bookmark at "now" under a running publisher answered with states after it).
+ * A past `ms` waits first for the events being written: they arrived (a SCN and a time are
+ * given together, in order) before now, maybe at or before `ms`, and the answer is then exact.
+ * (The first event newer than `ms` always has an index row: its time is new.)
  */
 export async function scnAtTime(q: Queue, ms: number): Promise<number> {
   const store = q.ctx.store;
   const prefix = queuePrefix(TIME, q.id);
+  if (ms < q.ctx.clock.now() && q.headScn > q.committedScn) await new Promise<void>((resolve) => q.ctx.committer.whenWritten(resolve));
+  const committed = q.committedScn;
   const atOrBefore = await store.all({ gte: prefix, lt: timeKey(q.id, ms + 1, 0), reverse: true, limit: 1, keysOnly: true });
   if (atOrBefore.length === 0) return 0;
   const after = await store.all({ gte: timeKey(q.id, ms + 1, 0), lt: prefixEnd(prefix), limit: 1, keysOnly: true });
-  return after.length ? readScn(after[0][0], 13) - 1 : q.committedScn;
+  return after.length ? readScn(after[0][0], 13) - 1 : committed;
 }
 
 /**

@@ -13,6 +13,9 @@
  */
 import { sortBytewise, compareBytewise } from './version-index.js';
 
+/** Removed keys that may wait for the next snapshot's merge (see removed()). */
+const COMPACT_MIN = 1024;
+
 export class SortedKeys {
   /** The keys as of the last merge, in byte order; possibly some without a record now. */
   #sorted: string[] = [];
@@ -27,8 +30,19 @@ export class SortedKeys {
   /** A key got a record it did not have. */
   added(key: string): void { this.#fresh.push(key); }
 
-  /** A key lost its record. */
-  removed(): void { this.#removed++; }
+  /**
+   * A key lost its record. True when the keys removed since the last merge are due to be
+   * dropped (past COMPACT_MIN and a quarter of the keys listed): the owner then calls list()
+   * without waiting for a snapshot. Only a snapshot merged them, so a queue whose keys churn
+   * (order ids) and that nobody took a current snapshot of kept every key it ever had in
+   * #fresh (a key made and deleted again and again, once per making).
+   */
+  removed(): boolean { return ++this.#removed - this.#heldAtMerge > Math.max(COMPACT_MIN, (this.#sorted.length + this.#fresh.length) / 4); }
+  /**
+   * Keys the last merge kept without a record (deletes on their way): not counted toward the
+   * next one, or a batch deleting most keys would merge again at every delete after the first.
+   */
+  #heldAtMerge = 0;
 
   /**
    * The keys in byte order: every key with a record (`hasRecord`), and every key without one
@@ -55,7 +69,7 @@ export class SortedKeys {
     this.#sorted = out;
     this.#fresh = [];
     // Keys kept only for a delete on its way: the next list looks at them again.
-    this.#removed = kept;
+    this.#removed = this.#heldAtMerge = kept;
     return out;
   }
 

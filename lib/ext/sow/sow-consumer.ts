@@ -228,7 +228,9 @@ export class SowConsumer implements Consumer {
       const S = p.historicalScn;
       this.#position = S;
       this.#replayTarget = q.committedScn;
-      this.#phase = 'snapshot';
+      // (The phase moves to 'snapshot' once the scan is open, #historicalFrom: a pump before it
+      // found a top_n 0 page full, sent group_end with no SCN set yet (0) and went on to the
+      // events, and the scan opened later was never read nor closed until the link ended.)
       this.#historical(S).catch((err) => this.#fail(err));
       return;
     }
@@ -506,6 +508,12 @@ export class SowConsumer implements Consumer {
    * the version the client has; off a paginated link's page it leaves focus (#loadPaging).
    */
   async #loadSorted(read: () => Promise<Row[] | undefined>): Promise<void> {
+    this.#sortLoading = true;
+    try { await this.#loadSortedRows(read); } finally { this.#sortLoading = false; }
+  }
+  #sortLoading = false;
+
+  async #loadSortedRows(read: () => Promise<Row[] | undefined>): Promise<void> {
     const o = this.#plan.options;
     const order = o.order_by ? compileOrderBy(o.order_by) : undefined;
     const cmp = sortableCompare<Row>(order);
@@ -639,6 +647,7 @@ export class SowConsumer implements Consumer {
       // Streams: filter, skip_n and top_n apply per row as it is sent (bounded memory).
       this.#histStream = scan;
       this.#groupEndScn = Math.max(0, S);
+      this.#phase = 'snapshot';
       this.pump();
       return;
     }
@@ -646,6 +655,7 @@ export class SowConsumer implements Consumer {
     try { await this.#loadSorted(() => scan.next()); } finally { this.#fetching = false; await scan.close(); }
     // A point older than the window answers with nothing, at SCN 0.
     this.#groupEndScn = Math.max(0, S);
+    this.#phase = 'snapshot';
     this.pump();
   }
 
@@ -913,6 +923,9 @@ export class SowConsumer implements Consumer {
             if (this.#sortedLoaded || this.#admitRow(r)) { this.#sent++; this.#sendRow(r); }
             continue;
           }
+          // A sorted answer being loaded: its rows come when it is (a top_n 0 page looked full
+          // meanwhile, and group_end went out while the load still read the snapshot).
+          if (this.#sortLoading) break;
           const full = this.#pageFull();
           if (!this.#rowsDone && !full) { this.#fetchSnapshot(); break; }
           if (full && !this.#rowsDone) { this.#rowsDone = true; void this.#releaseSnapshot(); }

@@ -11,7 +11,7 @@ import type { BatchOp } from '../../core/storage/store.js';
 import type { ConsumerRequest } from '../../core/extensions.js';
 import type { Consumer, DeliverySink } from '../../core/queue/delivery.js';
 import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn, scnBytes } from '../../core/storage/keyspace.js';
-import { encodeEvent, decodeEvent, eventTs, eventIsDelete, eventMessage, type EventMeta } from '../../core/engine/event-record.js';
+import { encodeEvent, decodeEvent, eventTs, eventIsDelete, eventMessage, eventKept, type EventMeta } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions, type Condition } from '../../core/errors.js';
 import { jsonBody, MAX_JSON_DEPTH } from '../../codec/json-body.js';
 import { encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
@@ -48,7 +48,15 @@ export interface SowEvent {
   view?: any;
 }
 
-export interface SowRecord { scn: number; ts: number; bytes: Buffer; lastKeptTs?: number; /** Absolute expiry, ms (TTL; never on a queue with history). */ exp?: number }
+export interface SowRecord {
+  scn: number; ts: number; bytes: Buffer;
+  /**
+   * With granularity: when the key's last history copy was kept, the time of the event that
+   * superseded it (semantics.md 6: kept "if no history copy of that key was kept in the last G").
+   */
+  lastKeptAt?: number;
+  /** Absolute expiry, ms (TTL; never on a queue with history). */ exp?: number;
+}
 /** Log/sow row metadata as the SOW writes it: the core's fields plus the expiry marker. */
 type SowMeta = EventMeta & { expired?: boolean };
 /** An expiry-heap entry; valid only while the key's record still has this SCN and expiry. */
@@ -90,10 +98,10 @@ export class SowStructure implements QueueStructure {
   recordLimit: { maxBytes: number } = { maxBytes: Infinity };
   readonly records = new Map<string, SowRecord>();
   /**
-   * With granularity: each deleted key's tombstone (its SCN, time, and the newest superseded
-   * version kept before it), until the key is re-created or the tombstone purged.
+   * With granularity: each deleted key's tombstone (its SCN, time, and when the key's last
+   * history copy was kept), until the key is re-created or the tombstone purged.
    */
-  readonly #tombs = new Map<string, { scn: number; ts: number; lastKeptTs?: number }>();
+  readonly #tombs = new Map<string, { scn: number; ts: number; lastKeptAt?: number }>();
   /**
    * Deleted keys and the SCN of their delete, for incremental bootstraps (semantics.md 8: a
    * consumer that fell off the log gets the records changed since its position and a
@@ -300,18 +308,23 @@ export class SowStructure implements QueueStructure {
     const granular = this.hasHistory && this.settings.historyGranularity > 0;
     const tomb = !prev && granular ? this.#tombs.get(key) : undefined;
     const current = prev ?? tomb;
-    let lastKeptTs = current?.lastKeptTs;
+    let lastKeptAt = current?.lastKeptAt;
     if (this.hasHistory) {
-      // Granularity: the superseded version stays only if no copy of this key was kept in the last G.
+      // Granularity: the superseded version stays only if no copy of this key was kept in the
+      // last G, a copy being kept when the event superseding it arrives (now, `ts`; the AMPS
+      // seed: "stores the copies when a new message arrives"). It used to go by when the last
+      // kept version was made: a version made within G of it was dropped however long it stayed
+      // current (G = 10 s: a state current for an hour, made 3 s after the kept one, was lost).
       // (What the window purges later is found by the history sweep, see #sweepHistory.)
       if (current && granular) {
-        const keep = lastKeptTs === undefined || current.ts - lastKeptTs >= this.settings.historyGranularity;
-        if (keep) lastKeptTs = current.ts;
+        const keep = lastKeptAt === undefined || ts - lastKeptAt >= this.settings.historyGranularity;
+        if (keep) lastKeptAt = ts;
         else { ops.push({ type: 'del', key: histKey(q.id, key, current.scn) }); histAdded--; histDropped = current.scn; }
-      } else if (current) {
-        lastKeptTs = current.ts;
       }
-      ops.push({ type: 'put', key: histKey(q.id, key, scn), value: encodeEvent({ ts, op: op === 'delete' ? 'delete' : 'publish' }, op === 'delete' ? Buffer.alloc(0) : bytes) });
+      // With granularity the row says when the key's last copy was kept, for recovery (recover()).
+      const hmeta: EventMeta = { ts, op: op === 'delete' ? 'delete' : 'publish' };
+      if (granular && lastKeptAt !== undefined) hmeta.kept = lastKeptAt;
+      ops.push({ type: 'put', key: histKey(q.id, key, scn), value: encodeEvent(hmeta, op === 'delete' ? Buffer.alloc(0) : bytes) });
       histAdded++;
     }
     // With history the version just written is the record (see "Where records live").
@@ -343,10 +356,11 @@ export class SowStructure implements QueueStructure {
     if (floorRow) ops.push({ type: 'put', key: tombFloorKey(q.id), value: encodeTombFloor(this.tombstoneFloor, this.tombstonesSinceMs) });
     // In-memory state moves now, so the next prepare in this batch sees it. (A failed batch
     // restores records, not tombstones: the key then keeps its tombstone whatever G says.)
-    if (granular) { if (op === 'delete') this.#tombs.set(key, { scn, ts, lastKeptTs }); else if (tomb) this.#tombs.delete(key); }
-    if (op === 'delete') { if (prev) { this.records.delete(key); this.#keys.removed(); this.#bytes -= prev.bytes.length; } }
+    if (granular) { if (op === 'delete') this.#tombs.set(key, { scn, ts, lastKeptAt }); else if (tomb) this.#tombs.delete(key); }
+    let compactKeys = false;
+    if (op === 'delete') { if (prev) { this.records.delete(key); compactKeys = this.#keys.removed(); this.#bytes -= prev.bytes.length; } }
     else {
-      this.records.set(key, { scn, ts, bytes, lastKeptTs, ...(exp !== undefined ? { exp } : {}) });
+      this.records.set(key, { scn, ts, bytes, ...(lastKeptAt !== undefined ? { lastKeptAt } : {}), ...(exp !== undefined ? { exp } : {}) });
       if (!prev) this.#keys.added(key);
       this.#bytes += bytes.length - (prev?.bytes.length ?? 0);
       if (exp !== undefined) this.#heapPush({ exp, key, scn });
@@ -358,6 +372,9 @@ export class SowStructure implements QueueStructure {
     let chain = this.#pending.get(key);
     if (!chain) this.#pending.set(key, chain = []);
     chain.push(pend);
+    // Deleted keys pile up in the snapshot key list until a snapshot merges them: past a
+    // quarter of the list, merged now (with this delete held, as on its way).
+    if (compactKeys) this.snapshotKeys();
     return {
       ops,
       committed: () => {
@@ -580,19 +597,25 @@ export class SowStructure implements QueueStructure {
     // fallen off (it used to be read from the ring, from the first event left: a silent gap).
     if (this.ring.length && (last.length === RING_CAPACITY || this.logBounded)) this.ringFloor = this.ring[0].scn - 1;
     this.logCount = await countRange(store, lp);
-    // With granularity, per key: the newest superseded version kept (lastKeptTs) and, for a
+    // With granularity, per key: when its last history copy was kept (lastKeptAt) and, for a
     // deleted key, its tombstone. Applied once the records are known.
-    const keptTs = new Map<string, number>();
-    const tombs = new Map<string, { scn: number; ts: number; lastKeptTs?: number }>();
+    const keptAt = new Map<string, number>();
+    const tombs = new Map<string, { scn: number; ts: number; lastKeptAt?: number }>();
     if (this.hasHistory) {
-      // One pass over the history: the version index, the count, and for granularity the
-      // newest superseded version kept per key (G = 0 needs no values then).
+      // One pass over the history: the version index, the count, and for granularity when each
+      // key's last copy was kept (G = 0 needs no values then). Its newest row says (`kept`,
+      // written from session 23). A row written before has none: when the copy before it was
+      // kept is then not known, only that it was after that copy was made and at or before the
+      // newest row was, and the newest row's time is taken. That errs toward fewer copies, never
+      // two within G: what it may drop is the current version if the next event comes within
+      // G of it, a state that lasted less than G. (The key's only row: no copy kept.)
       const hp = queuePrefix(HIST, q.id);
       const G = this.settings.historyGranularity > 0;
-      let prevKey = '', prevTs: number | undefined, prevScn = 0, prevTomb = false, lastKept: number | undefined, n = 0;
+      let prevKey = '', prevTs: number | undefined, prevScn = 0, prevTomb = false, prevKept: number | undefined, rowsOfKey = 0, n = 0;
       const endGroup = () => {
-        if (lastKept !== undefined) keptTs.set(prevKey, lastKept);
-        if (prevTomb) tombs.set(prevKey, { scn: prevScn, ts: prevTs!, lastKeptTs: lastKept });
+        const lastKept = prevKept ?? (rowsOfKey > 1 ? prevTs : undefined);
+        if (lastKept !== undefined) keptAt.set(prevKey, lastKept);
+        if (prevTomb) tombs.set(prevKey, { scn: prevScn, ts: prevTs!, lastKeptAt: lastKept });
       };
       const cursor = store.cursor({ gte: hp, lt: prefixEnd(hp), keysOnly: !G });
       try {
@@ -607,11 +630,10 @@ export class SowStructure implements QueueStructure {
             const ts = eventTs(v);
             if (key !== prevKey) {
               if (prevKey) endGroup();
-              prevKey = key; lastKept = undefined;
-            } else {
-              lastKept = prevTs;
+              prevKey = key; rowsOfKey = 0;
             }
-            prevTs = ts; prevScn = scn; prevTomb = eventIsDelete(v);
+            rowsOfKey++;
+            prevTs = ts; prevScn = scn; prevTomb = eventIsDelete(v); prevKept = eventKept(v);
           }
         }
       } finally { await cursor.close(); }
@@ -626,7 +648,7 @@ export class SowStructure implements QueueStructure {
     // A bounded log trimmed whole (log.retention) starts after the head, as the trim left it.
     if (!first.length && this.logBounded && max > 0) { this.oldestLogScn = max + 1; this.ringFloor = max; }
     if (!recordsInHist && this.hasHistory) await this.#moveRecordsToHist(max, tombs);
-    for (const [key, t] of keptTs) { const r = this.records.get(key); if (r) r.lastKeptTs = t; }
+    for (const [key, t] of keptAt) { const r = this.records.get(key); if (r) r.lastKeptAt = t; }
     for (const [key, t] of tombs) if (!this.records.has(key)) this.#tombs.set(key, t);
     await this.#recoverTombstones(max);
     return max;
@@ -671,7 +693,7 @@ export class SowStructure implements QueueStructure {
    * (when it was deleted is not known). The `form` row goes in the same batch; then the `sow`
    * rows go.
    */
-  async #moveRecordsToHist(max: number, tombs: Map<string, { scn: number; ts: number; lastKeptTs?: number }>): Promise<void> {
+  async #moveRecordsToHist(max: number, tombs: Map<string, { scn: number; ts: number; lastKeptAt?: number }>): Promise<void> {
     const q = this.queue;
     const store = q.ctx.store;
     const ops: BatchOp[] = [];

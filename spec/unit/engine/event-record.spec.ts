@@ -1,6 +1,6 @@
 /** lib/core/engine/event-record.ts: the log/SOW/history row format, current (v2) and older (v1). */
 import { expect } from 'chai';
-import { encodeEvent, decodeEvent, eventTs, eventIsDelete, eventMessage, type EventMeta } from '../../../lib/core/engine/event-record.js';
+import { encodeEvent, decodeEvent, eventTs, eventIsDelete, eventMessage, eventKept, type EventMeta } from '../../../lib/core/engine/event-record.js';
 
 const msg = Buffer.from([0x00, 0x53, 0x77, 0xa1, 0x02, 0x68, 0x69]); // amqp-value "hi"
 
@@ -49,6 +49,20 @@ describe('event records', () => {
     row[0] = 9;
     expect(() => decodeEvent(row)).to.throw(/unknown event record version 9/);
     expect(() => encodeEvent({ ts: 1, op: 'upsert' }, msg)).to.throw(/unknown op/);
+  });
+
+  it('carries a history row\'s `kept` time (session 23) after the other fields; a row without it has none', () => {
+    for (const meta of [{ ts: 5, op: 'publish', kept: 1_780_000_000_123 }, { ts: 5, op: 'delete', kept: 7 }, { ts: 5, op: 'publish', key: 'k\u00e9', w: 9, exp: 11, kept: 3 }] as EventMeta[]) {
+      const body = meta.op === 'delete' ? Buffer.alloc(0) : msg;
+      const row = encodeEvent(meta, body);
+      expect(decodeEvent(row).meta).to.deep.equal(meta);
+      expect(eventKept(row)).to.equal(meta.kept);
+      expect(Buffer.compare(eventMessage(row), body)).to.equal(0);
+      expect(eventTs(row)).to.equal(5);
+      expect(eventIsDelete(row)).to.equal(meta.op === 'delete');
+    }
+    expect(eventKept(encodeEvent({ ts: 5, op: 'publish' }, msg))).to.equal(undefined);
+    expect(eventKept(v1({ ts: 5, op: 'publish' }, msg))).to.equal(undefined);
   });
 
   it('keeps an empty message (a history tombstone)', () => {

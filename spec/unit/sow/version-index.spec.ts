@@ -196,4 +196,39 @@ describe('VersionIndex', () => {
     }
     expect(pinnedAnswers, 'the model exercised answers that only a pin gives').to.be.greaterThan(20);
   });
+
+  it('drops the keys with no versions left once they are a quarter of the keys (no query needed to merge them), readers unchanged', () => {
+    const ix = new VersionIndex();
+    for (let i = 0; i < 100; i++) ix.add(`live${String(i).padStart(3, '0')}`, i + 1);
+    const r = ix.openReader(1_000_000);
+    const before = [...r.keys];
+    let scn = 1000;
+    // Order ids: each made, then purged whole by the sweep (a version and a tombstone).
+    for (let i = 0; i < 20_000; i++) {
+      const k = `order-${i}`;
+      ix.add(k, ++scn); ix.add(k, ++scn);
+      ix.remove(k, scn - 1); ix.remove(k, scn);
+      expect(ix.keyCount).to.be.at.most(100 + 1025);
+    }
+    // A key purged while a reader was open is still answered through its pin.
+    ix.add('late', ++scn);
+    const r2 = ix.openReader(scn);
+    ix.remove('late', scn);
+    for (let i = 0; i < 2000; i++) { const k = `more-${i}`; ix.add(k, ++scn); ix.remove(k, scn); }
+    expect(r2.versionAt('late')).to.equal(scn - 2000);
+    expect(r.keys).to.deep.equal(before); // the key list a reader holds is never changed
+    r.close(); r2.close();
+    expect(ix.openReader(scn).keys).to.have.length(100);
+    expect(ix.size).to.equal(100);
+  });
+
+  it('a key re-created after its entry was compacted away is listed again, once', () => {
+    const ix = new VersionIndex();
+    let scn = 0;
+    for (let i = 0; i < 3000; i++) { const k = `k${i}`; ix.add(k, ++scn); ix.remove(k, scn); }
+    ix.add('k5', ++scn);
+    ix.compact();
+    expect(ix.openReader(scn).keys).to.deep.equal(['k5']);
+    expect(ix.versionsOf('k5')).to.deep.equal([scn]);
+  });
 });
