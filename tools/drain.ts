@@ -8,8 +8,8 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { hostname } from 'node:os';
 import { parseAddress, addressToLinkOptions, parseDuration, SELECTOR_FILTER_SYMBOL } from '../lib/address/index.js';
-import { main, commonOptions, ToolError, usageError, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
-import { connect, openReceiver, typedTerminus, describeError, wrapDescribed, r } from './common/connection.js';
+import { main, commonOptions, ToolError, usageError, singleValues, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
+import { connect, openReceiver, typedTerminus, describeError, connectionLost, wrapDescribed, r } from './common/connection.js';
 import { bodyText, headerLines, messageObject, commandLine } from './common/format.js';
 import { FLEXIBLE_CHECKPOINT, checkpointPlain, typedCheckpoint, readCheckpoints, prepareCheckpoints, commitCheckpoints, abandonCheckpoints, removeStaleTmp, type PreparedCheckpoints } from './common/checkpoint.js';
 
@@ -60,12 +60,17 @@ async function run(): Promise<number> {
     .example('$0 q', 'print and consume what is on queue q')
     .example('$0 -f --browse q', 'browse q, waiting for new messages')
     .example("$0 --sow --filter '/price > 10' prices", 'SOW query with a content filter')
+    .middleware(singleValues())
     .strict()
     .help()
     .version(false);
   // (yargs gives fail() its usage object, not the parser: the parser is what knows the options)
   const argv = await cli.fail((msg, err) => { throw usageError(msg, err, cli); }).parseAsync();
 
+  // -p json prints every field of every message: the text-mode switches would be ignored
+  if (argv.print === 'json' && (argv['print-headers'] || !argv['print-content'])) {
+    throw new ToolError(`${argv['print-headers'] ? '--print-headers' : '--no-print-content'} is for -p text: -p json prints the whole message (body, properties, annotations, header)`);
+  }
   const count = intOption('count', argv.count);
   const idleMs = secondsOption('timeout', argv.timeout);
   const addr = parseAddress(String(argv.address));
@@ -90,10 +95,9 @@ async function run(): Promise<number> {
   if (Object.keys(options).length) filter['tidemark-options'] = wrapDescribed(options, OPTIONS_FILTER);
 
   const queue = addr.name ?? '';
-  let checkpoints: Record<string, unknown> | undefined;
   if (argv.checkpoint !== undefined) {
     removeStaleTmp(argv.checkpoint);
-    checkpoints = readCheckpoints(argv.checkpoint);
+    const checkpoints = readCheckpoints(argv.checkpoint);
     const cp = (checkpoints[queue] as Record<string, unknown> | undefined) ?? FLEXIBLE_CHECKPOINT;
     filter['tidemark-checkpoint'] = wrapDescribed(typedCheckpoint(cp), CHECKPOINT_FILTER);
   }
@@ -121,7 +125,7 @@ async function run(): Promise<number> {
     const receiver = await openReceiver(conn, linkOpts);
     return await consume(receiver, conn, {
       count, idleMs, forever: argv.forever, json: argv.print === 'json', headers: argv['print-headers'], content: argv['print-content'],
-      checkpointFile: argv.checkpoint, checkpoints, queue, durable,
+      checkpointFile: argv.checkpoint, queue, durable,
     });
   } finally {
     await conn.close();
@@ -130,7 +134,7 @@ async function run(): Promise<number> {
 
 interface ConsumeOptions {
   count: number; idleMs: number; forever: boolean; json: boolean; headers: boolean; content: boolean;
-  checkpointFile?: string; checkpoints?: Record<string, unknown>; queue: string;
+  checkpointFile?: string; queue: string;
   /** a durable subscription: end by detaching the link (closed=false), which keeps it */
   durable: boolean;
 }
@@ -196,11 +200,11 @@ function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
         // The checkpoint file is written and synced before the message is printed and renamed
         // into place right after: a kill -9 at any point leaves a file that says exactly what
         // was printed (but for the microseconds between the print and the rename), so the
-        // next run starts after the last printed message, with no gap and no repeat.
-        let next: Record<string, unknown> | undefined;
-        if (o.checkpointFile && o.checkpoints && ann['x-opt-tm-checkpoint'] !== undefined) {
-          next = { ...o.checkpoints, [o.queue]: checkpointPlain(ann['x-opt-tm-checkpoint']) };
-          prepared = prepareCheckpoints(o.checkpointFile, next);
+        // next run starts after the last printed message, with no gap and no repeat. Only this
+        // queue's entry is replaced, in the file as it is now (under its lock): other drains
+        // may keep their queues' checkpoints in the same file at the same time.
+        if (o.checkpointFile && ann['x-opt-tm-checkpoint'] !== undefined) {
+          prepared = prepareCheckpoints(o.checkpointFile, { [o.queue]: checkpointPlain(ann['x-opt-tm-checkpoint']) });
         }
         print(m, cmd, o);
         const outErr = stdoutError();
@@ -211,10 +215,7 @@ function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
           finish(isClosedPipe(outErr) ? undefined : new ToolError(`cannot write to stdout: ${errorMessage(outErr)}`));
           return;
         }
-        if (prepared && next) {
-          commitCheckpoints(prepared);
-          o.checkpoints = next;
-        }
+        if (prepared) commitCheckpoints(prepared);
       } catch (e) {
         if (prepared) abandonCheckpoints(prepared);
         // not accepted: the broker gives it back
@@ -248,7 +249,7 @@ function consume(receiver: any, conn: any, o: ConsumeOptions): Promise<number> {
       if (receiver.error) finish(new ToolError(describeError(receiver.error)));
       else finish(); // e.g. the end of a sow command
     });
-    conn.connection.on('disconnected', () => finish(new ToolError('disconnected from the broker')));
+    conn.connection.on('disconnected', () => finish(new ToolError(connectionLost(conn.connection))));
     onStdoutClosed(() => finish());
     const stop = () => finish();
     process.once('SIGINT', stop);

@@ -8,13 +8,12 @@ import { hideBin } from 'yargs/helpers';
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { parseAddress, addressToLinkOptions } from '../lib/address/index.js';
-import { main, commonOptions, ToolError, usageError, keyValues, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
-import { connect, openSender, typedTerminus, describeError, r } from './common/connection.js';
+import { main, commonOptions, ToolError, usageError, singleValues, keyValues, intOption, secondsOption, errorMessage, stdoutError, isClosedPipe, onStdoutClosed } from './common/cli.js';
+import { connect, openSender, typedTerminus, describeError, connectionLost, r } from './common/connection.js';
+import { Outcomes } from './common/outcomes.js';
 import { bodyText } from './common/format.js';
 
 const SETTLE_TIMEOUT_MS = 30000;
-
-interface Outcome { n: number; state: string; condition?: string; description?: string }
 
 async function run(): Promise<number> {
   const cli = yargs(hideBin(process.argv))
@@ -48,6 +47,7 @@ async function run(): Promise<number> {
     .example('$0 -c 10 q', 'send 10 messages to queue q')
     .example("$0 --json --content '{\"id\": 1, \"price\": 5}' prices", 'publish a JSON record to a SOW queue')
     .example('$0 --delete --key 1 prices', 'delete the SOW record with key 1')
+    .middleware(singleValues(['property', 'map']))
     .strict()
     .help()
     .version(false);
@@ -117,26 +117,26 @@ async function run(): Promise<number> {
     const sender = await openSender(conn, opts);
     const presettled = link.snd_settle_mode === 1;
 
-    const outcomes: Outcome[] = [];
+    // only the count of accepted ones is kept: `-c 0` runs in bounded memory
+    const outcomes = new Outcomes();
     let sent = 0;
-    let settled = 0;
     let linkError: string | undefined;
+    /** a --content-stdin line that cannot be sent (--json: not JSON): stop there, after the outcomes of those sent */
+    let inputError: Error | undefined;
     let wake: (() => void) | undefined;
     const poke = () => { const w = wake; wake = undefined; w?.(); };
     const record = (ctx: any, state: string) => {
       const d = ctx.delivery;
       if (d.__n === undefined || d.__done) return;
       d.__done = true;
-      settled++;
-      const err = d.remote_state?.error;
-      outcomes.push({ n: d.__n, state, condition: err?.condition, description: err?.description });
+      outcomes.record(d.__n, state, d.remote_state?.error);
       poke();
     };
     for (const s of ['accepted', 'rejected', 'released', 'modified']) sender.on(s, (ctx: any) => record(ctx, s));
     sender.on('sendable', poke);
     sender.on('sender_close', () => { linkError = describeError(sender.error); poke(); });
     sender.on('sender_error', () => { linkError = describeError(sender.error); poke(); });
-    conn.connection.on('disconnected', () => { linkError ??= 'disconnected from the broker'; poke(); });
+    conn.connection.on('disconnected', () => { linkError ??= connectionLost(conn.connection); poke(); });
     const waitEvent = (ms: number) => new Promise<void>((res) => { const t = setTimeout(() => { wake = undefined; res(); }, ms); wake = () => { clearTimeout(t); res(); }; });
 
     const started = Date.now();
@@ -149,13 +149,18 @@ async function run(): Promise<number> {
         if (next.done) break;
         content = next.value;
       }
-      const msg = build(n, content);
+      let msg: any;
+      try { msg = build(n, content); } catch (e) {
+        if (sent === 0) throw e;
+        inputError = e as Error;
+        break;
+      }
       while (!sender.sendable() && !linkError && !interrupted) await waitEvent(stopAfterMs > 0 ? Math.max(1, stopAfterMs - (Date.now() - started)) : 1000);
       if (linkError || interrupted) break;
       const d = sender.send(msg);
       d.__n = n;
       sent++;
-      if (presettled) settled++;
+      if (presettled) outcomes.settled++;
       if (argv.print && !stdoutClosed) {
         process.stdout.write(bodyText(msg.body) + '\n');
         const outErr = stdoutError();
@@ -164,15 +169,16 @@ async function run(): Promise<number> {
       if (count === 0 || sent % 100 === 0) await new Promise((res) => setImmediate(res));
     }
     const deadline = Date.now() + SETTLE_TIMEOUT_MS;
-    while (settled < sent && !linkError && Date.now() < deadline) await waitEvent(Math.max(1, deadline - Date.now()));
+    while (outcomes.settled < sent && !linkError && Date.now() < deadline) await waitEvent(Math.max(1, deadline - Date.now()));
 
-    const bad = outcomes.filter((o) => o.state !== 'accepted').sort((a, b) => a.n - b.n);
-    for (const o of bad) {
-      process.stderr.write(`message ${id}:${o.n} ${o.state}${o.condition ? `: ${o.condition}` : ''}${o.description ? `: ${o.description}` : ''}\n`);
+    for (const line of outcomes.lines(id)) process.stderr.write(line + '\n');
+    const unsettled = sent - outcomes.settled;
+    if (linkError) throw new ToolError(unsettled > 0 ? `${linkError} (${unsettled} of ${sent} messages sent were left unsettled)` : linkError);
+    if (unsettled > 0) throw new ToolError(`${unsettled} of ${sent} messages not settled within ${SETTLE_TIMEOUT_MS / 1000}s${inputError ? `; then ${errorMessage(inputError)}` : ''}`);
+    if (inputError) {
+      throw new ToolError(`${errorMessage(inputError)} (the ${sent} before it were sent${outcomes.notAccepted ? `, ${outcomes.notAccepted} of them not accepted` : ' and accepted'})`);
     }
-    if (linkError) throw new ToolError(linkError);
-    if (settled < sent) throw new ToolError(`${sent - settled} of ${sent} messages not settled within ${SETTLE_TIMEOUT_MS / 1000}s`);
-    if (bad.length) throw new ToolError(`${bad.length} of ${sent} messages not accepted`);
+    if (outcomes.notAccepted) throw new ToolError(`${outcomes.notAccepted} of ${sent} messages not accepted`);
     return 0;
   } finally {
     await conn.close();
@@ -181,7 +187,7 @@ async function run(): Promise<number> {
 
 function checkJson(text: string, n?: number): void {
   try { JSON.parse(text); } catch (e) {
-    throw new ToolError(`--json: ${n === undefined ? 'content' : `message ${n}`} is not valid JSON: ${errorMessage(e)}`);
+    throw new ToolError(`--json: ${n === undefined ? 'content' : `line ${n + 1} of stdin (message ${n})`} is not valid JSON: ${errorMessage(e)}`);
   }
 }
 

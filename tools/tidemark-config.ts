@@ -7,7 +7,7 @@ import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { parseDuration } from '../lib/address/index.js';
 import { hashPassword } from '../lib/core/auth.js';
-import { main, commonOptions, ToolError, usageError, keyValues, intOption, errorMessage } from './common/cli.js';
+import { main, commonOptions, ToolError, usageError, singleValues, keyValues, intOption, errorMessage } from './common/cli.js';
 import { connect, r } from './common/connection.js';
 import { ManagementClient } from './common/management.js';
 import { table, toPlain, formatDuration } from './common/format.js';
@@ -188,6 +188,7 @@ async function run(): Promise<number> {
     .example("$0 add queue prices --sow-key /id --history-window 7d", 'a SOW queue with 7 days of history')
     .example('$0 queues', 'list the queues')
     .demandCommand(1, 'give a command: queues, add, del, purge, sow-delete, subscriptions, hash-password')
+    .middleware(singleValues(['argument']))
     .strict()
     .help()
     .version(false);

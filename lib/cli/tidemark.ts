@@ -20,20 +20,43 @@ const argv = await yargs(hideBin(process.argv))
   .option('http', { type: 'boolean', describe: 'serve metrics/console over HTTP (--no-http to disable)' })
   .strict()
   .help()
-  // Like the other tools (tools.md): one `Error: …` line and exit 1, not the help text.
-  .fail((msg, err) => {
-    process.stderr.write(`Error: ${withoutCamelEchoes(msg ?? err?.message ?? 'bad arguments')}\nRun tidemark --help for the options.\n`);
-    process.exit(1);
-  })
+  // Like the other tools (tools.md, tools/common/cli.ts usageError): one `Error: …` line and
+  // exit 1, not the help text nor a second line.
+  .fail((msg, err) => usage(oneLine(msg ?? err?.message ?? 'bad arguments')))
   .parse();
 
-/** yargs names an unknown `--bogus-flag` twice, as itself and as `bogusFlag`: keep what the user typed. */
-function withoutCamelEchoes(msg: string): string {
+function usage(text: string): never {
+  process.stderr.write(`Error: ${text}\n`);
+  process.exit(1);
+}
+
+/**
+ * yargs' texts as one line: an unknown `--bogus-flag` is named once (yargs names it as itself
+ * and as `bogusFlag`), and a bad choice ("Invalid values:\n  Argument: log-level, Given: …")
+ * reads `--log-level must be "silent", … or "debug", got "loud"`.
+ */
+function oneLine(msg: string): string {
   const m = /^Unknown arguments?: (.*)$/s.exec(msg);
-  if (!m) return msg;
-  const names = m[1].split(', ');
-  const kept = names.filter((n) => !names.some((o) => o !== n && o.includes('-') && o.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) === n));
-  return `Unknown argument${kept.length > 1 ? 's' : ''}: ${kept.join(', ')}`;
+  if (m) {
+    const names = m[1].split(', ');
+    const kept = names.filter((n) => !names.some((o) => o !== n && o.includes('-') && o.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) === n));
+    return `Unknown argument${kept.length > 1 ? 's' : ''}: ${kept.join(', ')}`;
+  }
+  const invalid = /^Invalid values:\s*\n([\s\S]*)$/.exec(msg);
+  if (invalid) {
+    const each = [...invalid[1].matchAll(/Argument: (.+?), Given: (.+?), Choices: (.+)$/gm)].map(([, key, given, choices]) => {
+      const list = choices.split(', ');
+      return `--${key} must be ${list.length < 2 ? list.join('') : `${list.slice(0, -1).join(', ')} or ${list.at(-1)}`}, got ${given}`;
+    });
+    if (each.length) return each.join('; ');
+  }
+  return msg.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+// A flag given twice is an array to yargs (`--port 1 --port 2`): refuse it, as the tools do.
+for (const [key, v] of Object.entries(argv)) {
+  if (key === '_' || key === '$0' || !Array.isArray(v) || /[A-Z]/.test(key)) continue;
+  usage(`--${key} was given ${v.length} times (${v.map((x) => JSON.stringify(String(x))).join(', ')}): give it once`);
 }
 
 // yargs reads `--port abc` as NaN, which the config check then reported as `listen.port … got null`.
@@ -41,7 +64,7 @@ for (const flag of ['port', 'http-port'] as const) {
   const v = argv[flag];
   if (v !== undefined && !(Number.isInteger(v) && v >= 0 && v <= 65535)) {
     const raw = process.argv.slice(2).find((a, i, all) => a.startsWith(`--${flag}=`) || all[i - 1] === `--${flag}`);
-    process.stderr.write(`Error: --${flag} expects a port number from 0 to 65535 (0 = any free port), got ${JSON.stringify(raw?.replace(`--${flag}=`, '') ?? String(v))}\nRun tidemark --help for the options.\n`);
+    process.stderr.write(`Error: --${flag} expects a port number from 0 to 65535 (0 = any free port), got ${JSON.stringify(raw?.replace(`--${flag}=`, '') ?? String(v))}\n`);
     process.exit(1);
   }
 }

@@ -137,7 +137,11 @@ describe('the broker process', function () {
         [['--bogus-flag'], /^Error: Unknown argument: bogus-flag\n/],
         [['--port', '70000'], /^Error: --port expects a port number from 0 to 65535 \(0 = any free port\), got "70000"\n/],
         [['--port', 'abc'], /^Error: --port expects a port number from 0 to 65535 \(0 = any free port\), got "abc"\n/],
-        [['--http', '--http-port=-3'], /^Error: --http-port expects a port number from 0 to 65535 \(0 = any free port\), got "-3"\n/],
+        [['--http', '--http-port=-3'], /^Error: --http-port expects a port number from 0 to 65535 \(0 = any free port\), got "-3"\n$/],
+        // one line, as the tools write it (was "Invalid values:\n  Argument: …" and a second line "Run tidemark --help …")
+        [['--log-level', 'loud'], /^Error: --log-level must be "silent", "error", "warn", "info" or "debug", got "loud"\n$/],
+        [['--bogus'], /^Error: Unknown argument: bogus\n$/],
+        [['--port', '1', '--port', '2'], /^Error: --port was given 2 times \("1", "2"\): give it once\n$/],
       ] as const) {
         let err: Error | undefined;
         try { await spawnBroker([...args, '--data', path.join(dir, 'd')], { timeoutMs: 10000 }); } catch (e) { err = e as Error; }
@@ -145,6 +149,15 @@ describe('the broker process', function () {
         expect(err!.message.replace(/^broker exited 1: /, ''), args.join(' ')).to.match(want);
       }
     } finally { rmSync(dir, { recursive: true, force: true }); }
+  });
+
+  it('a data directory that cannot be made (--data /proc/nope): one Error: line at once, not a mkdir loop at 100 % CPU', async function () {
+    let err: Error | undefined;
+    const t0 = Date.now();
+    try { await spawnBroker(['--port', '0', '--data', '/proc/nope/d'], { timeoutMs: 10000 }); } catch (e) { err = e as Error; }
+    expect(err?.message).to.match(/exited 1/);
+    expect(err!.message.replace(/^broker exited 1: /, '')).to.match(/^Error: cannot create the data directory \/proc\/nope\/d: ENOENT: no such file or directory, mkdir '\/proc\/nope'\n$/);
+    expect(Date.now() - t0).to.be.below(8000);
   });
 
   it('TIDEMARK_LOG_LEVEL wins over the config file, --log-level over both; a bad value is one Error: line', async function () {

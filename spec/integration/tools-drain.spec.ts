@@ -152,7 +152,7 @@ describe('tools: drain against a broker', function () {
     // TLS to a plain port: one line saying so (no OpenSSL dump, no SNI warning for an IP)
     const tls = await drain('-t', '0', '--connection-options', '{transport: ssl}', 'dr.cpdir');
     expect(tls.code).to.equal(1);
-    expect(tls.stderr).to.match(/^Error: cannot connect to amqp:\/\/127\.0\.0\.1:\d+: the TLS handshake failed \(wrong version number\): is this a TLS port\? \(amqps:\/\/ and transport ssl need one\)\n$/);
+    expect(tls.stderr).to.match(/^Error: cannot connect to amqps:\/\/127\.0\.0\.1:\d+: the TLS handshake failed \(wrong version number\): is this a TLS port\? \(amqps:\/\/ and transport ssl need one\)\n$/);
     // an HTTP port (the metrics and console's, here a plain one): said so, not rhea's hex
     const web = http.createServer((_, res) => res.end('hello'));
     await new Promise<void>((r) => web.listen(0, '127.0.0.1', () => r()));

@@ -14,7 +14,7 @@
  */
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { main, ToolError, usageError, commonOptions } from '../common/cli.js';
+import { main, ToolError, usageError, commonOptions, singleValues } from '../common/cli.js';
 import { parseBrokerUrl, parseConnectionOptions } from '../common/connection.js';
 import { connect, setCorkWrites } from './lib/amqp.js';
 import { tuneRhea } from '../../lib/core/protocol/rhea-tuning.js';
@@ -85,6 +85,7 @@ main(async () => {
     .option('record-decode', { type: 'string', choices: ['scan', 'full'], default: 'scan', describe: "Tidemark-only record streams (sow, historical, sow-and-subscribe, replay, bootstrap): scan = read only the two annotations the bench counts by (tools/bench/lib/record-scan.ts), so the client's decoding does not set the records/s; full = the client's whole-message decode (rhea's, tuned or not per --client), what a rhea consumer pays" })
     .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout (the table goes to stderr)' })
     .option('progress', { type: 'boolean', describe: 'progress bar on stderr (default: when stderr is a terminal)' })
+    .middleware(singleValues())
     .strict()
     .help()
     .fail((msg, err, y) => { throw usageError(msg, err, y); })

@@ -10,7 +10,7 @@
  * BigInt), and the string fields (`consumption_mode`, `snapshot_offset`: a SOW key, which
  * may well look like a number) always as strings.
  */
-import { existsSync, readFileSync, readdirSync, openSync, writeSync, fsyncSync, closeSync, renameSync, unlinkSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, openSync, writeSync, fsyncSync, closeSync, renameSync, unlinkSync, linkSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ToolError, errorMessage } from './cli.js';
 import { r } from './connection.js';
@@ -114,39 +114,139 @@ export function removeStaleTmp(file: string, isAlive: (pid: number) => boolean =
   return removed;
 }
 
-/** Writes the checkpoint file atomically: temporary file, fsync, rename, fsync the directory. */
-export function writeCheckpoints(file: string, data: Record<string, unknown>): void {
-  commitCheckpoints(prepareCheckpoints(file, data));
+/** The lock file drain holds while it rewrites FILE: `FILE.lock`, holding the holder's pid. */
+export function lockName(file: string): string {
+  return `${file}.lock`;
 }
 
-/** A checkpoint file written and synced under its temporary name, not yet in place. */
-export interface PreparedCheckpoints { file: string; tmp: string }
+/** How long a drain waits for another's lock before it gives up (a lock is held for one write: milliseconds). */
+export const LOCK_WAIT_MS = 10000;
+/** A lock file with no pid in it this old is one whose drain was killed between creating and writing it. */
+const EMPTY_LOCK_STALE_MS = 2000;
+
+export interface LockOptions { isAlive?: (pid: number) => boolean; waitMs?: number }
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
 
 /**
- * The slow half of writeCheckpoints (write and fsync the temporary file), so that a consumer
- * can do its own work between it and the fast half, commitCheckpoints (one rename): what it
- * did and the file then change together, but for the microseconds of that rename.
+ * Takes `FILE.lock` (created exclusively, holding our pid), waiting for another drain's with
+ * a bounded retry. A lock whose process is gone (a drain killed while it held it) is taken
+ * over: renamed aside first, and put back if, read again, it turns out to be a live drain's
+ * taken meanwhile, so two drains never both hold it. Returns the lock's name.
  */
-export function prepareCheckpoints(file: string, data: Record<string, unknown>): PreparedCheckpoints {
+export function takeLock(file: string, opts: LockOptions = {}): string {
+  const isAlive = opts.isAlive ?? alive;
+  const lock = lockName(file);
+  const deadline = Date.now() + (opts.waitMs ?? LOCK_WAIT_MS);
+  for (let pause = 1; ; pause = Math.min(pause * 2, 20)) {
+    try {
+      const fd = openSync(lock, 'wx');
+      try { writeSync(fd, `${process.pid}\n`); } finally { closeSync(fd); }
+      return lock;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw new ToolError(`--checkpoint: cannot create the lock file ${lock}: ${errorMessage(e)}`);
+    }
+    let text: string;
+    let ageMs: number;
+    try { text = readFileSync(lock, 'utf8'); ageMs = Date.now() - statSync(lock).mtimeMs; } catch { continue; } // released meanwhile
+    const pid = /^\d+$/.test(text.trim()) ? Number(text.trim()) : undefined;
+    const stale = pid === undefined ? ageMs > EMPTY_LOCK_STALE_MS : pid === process.pid || !isAlive(pid);
+    if (stale) { takeOver(lock, text); continue; }
+    if (Date.now() >= deadline) {
+      throw new ToolError(`--checkpoint: ${file} stayed locked by ${pid === undefined ? 'another drain' : `process ${pid}`} for ${((opts.waitMs ?? LOCK_WAIT_MS) / 1000)}s (${lock}); if no drain is running, remove ${lock}`);
+    }
+    sleepSync(pause);
+  }
+}
+
+/** Removes a stale lock (its text as read), unless it has been replaced by a live one meanwhile. */
+function takeOver(lock: string, text: string): void {
+  const aside = `${lock}.stale-${process.pid}`;
+  try { renameSync(lock, aside); } catch { return; } // gone already
+  let now: string | undefined;
+  try { now = readFileSync(aside, 'utf8'); } catch { /* ignore */ }
+  if (now !== text) {
+    // a live drain's lock, taken after we read the stale one: give it back (link: never over a newer one)
+    try { linkSync(aside, lock); } catch { /* another lock is in place */ }
+  }
+  try { unlinkSync(aside); } catch { /* ignore */ }
+}
+
+/** Releases a lock taken by takeLock. */
+export function releaseLock(lock: string): void {
+  try { unlinkSync(lock); } catch { /* gone already */ }
+}
+
+/** The checkpoints in FILE now ({} when there is no file), for a rewrite under the lock. */
+function currentCheckpoints(file: string): Record<string, unknown> {
+  let text: string;
+  try { text = readFileSync(file, 'utf8'); } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw new ToolError(`--checkpoint: cannot read ${file}: ${errorMessage(e)}`);
+  }
+  let data: unknown;
+  try { data = JSON.parse(text); } catch (e) { throw new ToolError(`--checkpoint: cannot read ${file}: ${errorMessage(e)}`); }
+  if (!data || typeof data !== 'object' || Array.isArray(data)) throw new ToolError(`--checkpoint: ${file} must hold a JSON object (queue -> checkpoint)`);
+  return data as Record<string, unknown>;
+}
+
+/**
+ * Sets the checkpoints of `entries` (queue → checkpoint) in FILE atomically, keeping every
+ * other queue's entry as the file has it now: temporary file, fsync, rename, fsync the
+ * directory, under the lock.
+ */
+export function writeCheckpoints(file: string, entries: Record<string, unknown>, opts: LockOptions = {}): void {
+  commitCheckpoints(prepareCheckpoints(file, entries, opts));
+}
+
+/** A checkpoint file written and synced under its temporary name, not yet in place; its lock is held. */
+export interface PreparedCheckpoints { file: string; tmp: string; lock: string; /** committed or abandoned: the lock is released */ done?: boolean }
+
+/**
+ * The slow half of writeCheckpoints, so that a consumer can do its own work between it and
+ * the fast half, commitCheckpoints (one rename): what it did and the file then change
+ * together, but for the microseconds of that rename. It takes FILE's lock (several drains,
+ * each on its own queue, may share one file), reads the file as it is now, replaces the
+ * entries of `entries` only, and writes and fsyncs the result under the temporary name. The
+ * lock is held until commitCheckpoints or abandonCheckpoints: call one of them at once.
+ */
+export function prepareCheckpoints(file: string, entries: Record<string, unknown>, opts: LockOptions = {}): PreparedCheckpoints {
+  const lock = takeLock(file, opts);
   const tmp = tmpName(file);
-  const fd = openSync(tmp, 'w');
   try {
-    writeSync(fd, JSON.stringify(data, null, 2) + '\n');
-    fsyncSync(fd);
-  } finally { closeSync(fd); }
-  return { file, tmp };
+    const data = { ...currentCheckpoints(file), ...entries };
+    const fd = openSync(tmp, 'w');
+    try {
+      writeSync(fd, JSON.stringify(data, null, 2) + '\n');
+      fsyncSync(fd);
+    } finally { closeSync(fd); }
+  } catch (e) {
+    try { unlinkSync(tmp); } catch { /* not written */ }
+    releaseLock(lock);
+    throw e;
+  }
+  return { file, tmp, lock };
 }
 
-/** Puts a prepared file in place (rename) and makes the rename durable (fsync the directory). */
+/** Puts a prepared file in place (rename), makes the rename durable (fsync the directory), releases the lock. */
 export function commitCheckpoints(p: PreparedCheckpoints): void {
-  renameSync(p.tmp, p.file);
+  if (p.done) return;
+  p.done = true;
   try {
-    const dfd = openSync(path.dirname(path.resolve(p.file)), 'r');
-    try { fsyncSync(dfd); } finally { closeSync(dfd); }
-  } catch { /* some systems cannot fsync a directory */ }
+    renameSync(p.tmp, p.file);
+    try {
+      const dfd = openSync(path.dirname(path.resolve(p.file)), 'r');
+      try { fsyncSync(dfd); } finally { closeSync(dfd); }
+    } catch { /* some systems cannot fsync a directory */ }
+  } finally { releaseLock(p.lock); }
 }
 
-/** Drops a prepared file (what it recorded did not happen). */
+/** Drops a prepared file (what it recorded did not happen) and releases the lock. */
 export function abandonCheckpoints(p: PreparedCheckpoints): void {
+  if (p.done) return; // (its lock may be another drain's by now)
+  p.done = true;
   try { unlinkSync(p.tmp); } catch { /* gone already */ }
+  releaseLock(p.lock);
 }

@@ -89,11 +89,46 @@ function oneOf(choices: string[]): string {
   return choices.length < 2 ? choices.join('') : `${choices.slice(0, -1).join(', ')} or ${choices.at(-1)}`;
 }
 
+/** `--content was given 2 times ("a", "b"): give it once`. */
+function givenTwice(flag: string, v: unknown[]): ToolError {
+  return new ToolError(`${flag} was given ${v.length} times (${v.map((x) => JSON.stringify(String(x))).join(', ')}): give it once`);
+}
+
 /** A yargs coerce for an option that takes one value: given twice, yargs makes an array. */
 export function once(flag: string): (v: string) => string {
   return (v: string | string[]) => {
-    if (Array.isArray(v)) throw new ToolError(`${flag} was given ${v.length} times (${v.map((x) => JSON.stringify(String(x))).join(', ')}): give it once`);
+    if (Array.isArray(v)) throw givenTwice(flag, v);
     return v;
+  };
+}
+
+/**
+ * A yargs middleware that refuses any option given more than once (yargs makes an array of
+ * it: `--content a --content b` sent a list body, `-i a -i b` the spout-id "a,b:0") unless it
+ * is one of `repeatable` (`-P`, `-M`, `--argument`). Every option is covered by default, so a
+ * new one needs nothing; booleans are not arrays (the last one wins). Runs after parsing and
+ * before a command's handler; what it throws goes to the tool's fail() as a usage error.
+ */
+export function singleValues(repeatable: readonly string[] = []): (argv: Record<string, unknown>, y?: any) => void {
+  return (argv, y) => {
+    const opts = y?.getOptions?.() ?? {};
+    const aliases: Record<string, string[]> = opts.alias ?? {};
+    const aliasOf = new Map<string, string>();
+    for (const [k, list] of Object.entries(aliases)) for (const a of list) aliasOf.set(a, k);
+    const allowed = new Set<string>(repeatable);
+    for (const k of repeatable) for (const a of aliases[k] ?? []) allowed.add(a);
+    for (const [key, v] of Object.entries(argv)) {
+      if (key === '_' || key === '$0' || !Array.isArray(v)) continue;
+      // yargs also sets each alias and the camelCase twin (contentStdin) of a dashed option:
+      // name the option as declared
+      const dashed = key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+      const base = dashed !== key && dashed in argv ? dashed : key;
+      const name = aliasOf.get(base) ?? base;
+      if (allowed.has(name)) continue;
+      const short = [name, ...(aliases[name] ?? [])].find((a) => a.length === 1);
+      const flag = name.length === 1 ? `-${name}` : short ? `-${short}/--${name}` : `--${name}`;
+      throw givenTwice(flag, v);
+    }
   };
 }
 

@@ -161,7 +161,9 @@ export function connectPlan(settings: ConnectSettings): ConnectPlan {
   const mechs = co.sasl_mechanisms?.toUpperCase() ?? '';
   const containerId = co.container_id ?? settings.containerId ?? `tidemark-tool-${randomUUID()}`;
   const options: Record<string, unknown> = { host: addr.host, port: addr.port, reconnect: false };
-  if (addr.scheme === 'amqps' || co.transport === 'ssl' || co.transport === 'tls') {
+  // `transport` in --connection-options wins over the URL's scheme, as credentials do
+  const tls = co.transport !== undefined ? co.transport !== 'tcp' : addr.scheme === 'amqps';
+  if (tls) {
     options.transport = 'tls';
     // SNI carries host names only (RFC 6066): for an IP address send none (Node warns otherwise)
     if (isIP(addr.host)) options.servername = '';
@@ -179,7 +181,7 @@ export function connectPlan(settings: ConnectSettings): ConnectPlan {
     else mechanism = 'ANONYMOUS'; // rhea: a user name without a password is ANONYMOUS with that trace
   }
   if (co.idle_timeout) options.idle_time_out = co.idle_timeout * 1000;
-  return { options, containerId, where: `${addr.scheme}://${addr.host}:${addr.port}`, mechanism, user };
+  return { options, containerId, where: `${tls ? 'amqps' : 'amqp'}://${addr.host}:${addr.port}`, mechanism, user };
 }
 
 const CREDENTIALS_HINT = 'give user/password in the URL (amqp://user:pass@host:port) or with --connection-options "{username: U, password: P}"';
@@ -281,6 +283,18 @@ export function connect(settings: ConnectSettings): Promise<Connected> {
   });
 }
 
+/**
+ * Why an open connection ended: the broker's close error when it sent one (`the broker closed
+ * the connection: amqp:connection:forced: the broker is shutting down`), else "disconnected
+ * from the broker".
+ */
+export function connectionLost(connection: any): string {
+  const err = connection?.remote?.close?.error ?? connection?.error;
+  if (err) return `the broker closed the connection: ${describeError(err)}`;
+  if (connection?.remote?.close) return 'the broker closed the connection';
+  return 'disconnected from the broker';
+}
+
 /** `condition: description` of a link or connection error. */
 export function describeError(err: any): string {
   if (!err) return 'closed by the broker';
@@ -342,7 +356,7 @@ export function openSender(conn: Connected, opts: Record<string, unknown>, timeo
     s.once('sender_close', () => finish(new ToolError(describeError(s.error))));
     s.once('sender_error', () => finish(new ToolError(describeError(s.error))));
     conn.connection.once('connection_close', () => finish(new ToolError(`connection closed: ${describeError(conn.connection.error)}`)));
-    conn.connection.once('disconnected', () => finish(new ToolError('disconnected from the broker')));
+    conn.connection.once('disconnected', () => finish(new ToolError(connectionLost(conn.connection))));
   });
 }
 
@@ -374,6 +388,6 @@ export function openReceiver(conn: Connected, opts: Record<string, unknown>, tim
     rcv.once('receiver_close', () => finish(new ToolError(describeError(rcv.error))));
     rcv.once('receiver_error', () => finish(new ToolError(describeError(rcv.error))));
     conn.connection.once('connection_close', () => finish(new ToolError(`connection closed: ${describeError(conn.connection.error)}`)));
-    conn.connection.once('disconnected', () => finish(new ToolError('disconnected from the broker')));
+    conn.connection.once('disconnected', () => finish(new ToolError(connectionLost(conn.connection))));
   });
 }

@@ -2,6 +2,8 @@
  * The only importer of classic-level. Keys and values are Buffers; callers never see the
  * LevelDB API, only batches, range reads and snapshots.
  */
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 
 export type BatchOp = { type: 'put'; key: Buffer; value: Buffer } | { type: 'del'; key: Buffer };
@@ -40,6 +42,18 @@ export interface Cursor<K = Buffer> {
 let faultInjector: ((ops: readonly BatchOp[]) => Error | undefined) | undefined;
 export function setFaultInjector(fn: ((ops: readonly BatchOp[]) => Error | undefined) | undefined): void { faultInjector = fn; }
 
+/** `mkdir -p DIR` without a recursive mkdir: each missing level, from the top, with a plain mkdir. */
+function makeDirectories(dir: string): void {
+  const missing: string[] = [];
+  for (let p = path.resolve(dir); !existsSync(p); p = path.dirname(p)) {
+    missing.unshift(p);
+    if (path.dirname(p) === p) break;
+  }
+  for (const p of missing) {
+    try { mkdirSync(p); } catch (e) { if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e; }
+  }
+}
+
 export class Store {
   readonly #db: ClassicLevel<Buffer, Buffer>;
   #closed = false;
@@ -47,6 +61,15 @@ export class Store {
   private constructor(db: ClassicLevel<Buffer, Buffer>) { this.#db = db; }
 
   static async open(dir: string): Promise<Store> {
+    // classic-level creates the directory itself, but its recursive mkdir (and Node's own
+    // mkdirSync recursive) loops forever at 100 % CPU where a directory cannot be made in an
+    // existing parent (`--data /proc/nope`: ENOENT again and again): make it here, one level
+    // at a time, so such a path is an error at once.
+    try {
+      makeDirectories(dir);
+    } catch (e) {
+      throw new Error(`cannot create the data directory ${dir}: ${(e as Error).message}`, { cause: e });
+    }
     const db = new ClassicLevel<Buffer, Buffer>(dir, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
     try {
       await db.open();
