@@ -742,6 +742,8 @@ export class AmqpServer {
     const receiver = ctx.receiver;
     const delivery = ctx.delivery;
     if (!receiver) return; // only receiving links get messages (rhea-guards.ts refuses the rest)
+    // transactions: unsettled transactional transfers must not close the session's incoming window.
+    this.#tx.relieve(receiver.session);
     // transactions: declare/discharge on a coordinator link (transactions.ts keeps its credit).
     if (this.#tx.isCoordinatorLink(receiver)) { this.#tx.onControl(receiver, delivery, ctx.message); return; }
     if (this.#stopping) {
@@ -896,11 +898,17 @@ export class AmqpServer {
     if (!st) return;
     link[STATE] = undefined;
     (link.connection ?? link.session?.connection)?.[LINKS]?.delete(link);
-    // detach with closed=true ends a durable subscription; a plain detach or a lost connection keeps it [AMQP 2.6.6]
-    try { st.consumer?.close({ linkClosed: link.remote?.detach?.closed === true }); } catch (err) { log.error('consumer close failed', { err }); }
-    // Released by the core now: the session stops waiting for the peer to settle them (sender-detach.ts).
-    if (st.sink) forgetUnsettled(link);
-    for (const fn of st.onClose) { try { fn(); } catch (err) { log.error('link close hook failed', { err }); } }
+    const linkClosed = link.remote?.detach?.closed === true;
+    const close = () => {
+      // detach with closed=true ends a durable subscription; a plain detach or a lost connection keeps it [AMQP 2.6.6]
+      try { st.consumer?.close({ linkClosed }); } catch (err) { log.error('consumer close failed', { err }); }
+      // Released by the core now: the session stops waiting for the peer to settle them (sender-detach.ts).
+      if (st.sink) forgetUnsettled(link);
+      for (const fn of st.onClose) { try { fn(); } catch (err) { log.error('link close hook failed', { err }); } }
+    };
+    // transactions: a transaction being discharged that holds outcomes for this link's
+    // deliveries applies them first; closed before, the consumer would release them.
+    if (st.sink) this.#tx.whenSettled(link, close); else close();
   }
 
   #closeSession(session: any): void {

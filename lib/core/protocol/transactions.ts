@@ -17,7 +17,11 @@
  *   `transactional-state{txn-id, rejected(amqp:transaction:rollback)}`.
  * - Transactional acquisition: a disposition `transactional-state{txn-id, outcome}` on one
  *   of our deliveries holds that outcome in the transaction; it is applied at commit
- *   (after the publishes are durable) and the delivery is released at rollback.
+ *   (after the publishes are durable) and the delivery is released at rollback. A consumer
+ *   link closing while its transaction is discharged closes after it (whenSettled).
+ * - Bounds: messages and bytes per transaction, bytes per connection (rollback-only past
+ *   them), and the session's incoming window, kept open by settling the oldest transactional
+ *   transfers provisionally when rhea's buffer nears full (relieve).
  *
  * The protocol server routes to this module (server.ts, marked "transactions"); the rhea
  * decoders for the coordinator terminus and the transactional delivery states are added by
@@ -47,6 +51,22 @@ const M: any = (rhea as any).message;
  * transfer is rejected (amqp:resource-limit-exceeded) and the commit fails.
  */
 export const MAX_TRANSACTION_MESSAGES = 1000;
+/**
+ * Most message bytes one transaction may buffer (like server.ts MAX_PENDING_BYTES). Its
+ * transfers are held in memory until the discharge and their credit is returned at once, so
+ * without it one transaction could hold any amount. Going over marks it rollback-only.
+ */
+export const MAX_TRANSACTION_BYTES = 64 * 1024 * 1024;
+/** Most message bytes the open transactions of one connection may buffer together. */
+export const MAX_CONNECTION_TRANSACTION_BYTES = 128 * 1024 * 1024;
+/**
+ * rhea keeps a session's incoming deliveries in a fixed buffer (2048 by default) and frees
+ * them only from its oldest end: one unsettled delivery keeps every later one in the buffer,
+ * settled or not, and what is left is advertised as the session's incoming window. When the
+ * buffer has less than this left, the oldest transactional transfers of the session are
+ * settled provisionally (see #relieve), so the window can never close on a discharge.
+ */
+export const SESSION_BUFFER_RESERVE = 256;
 /** Most open (declared, not yet discharged) transactions per coordinator link. */
 export const MAX_OPEN_TRANSACTIONS = 64;
 /** Credit the coordinator link keeps granted (declare/discharge are small and answered at once). */
@@ -60,7 +80,7 @@ export const TxConditions = {
 
 interface AmqpError { condition: string; description: string }
 
-interface Posted { queue: Queue; msg: InboundMessage; delivery: any }
+interface Posted { queue: Queue; msg: InboundMessage; delivery: any; size: number }
 interface Acquired { delivery: any; kind: 'accepted' | 'rejected' | 'released' | 'modified'; outcome: unknown }
 interface Txn {
   id: Buffer;
@@ -70,6 +90,10 @@ interface Txn {
   posted: Posted[];
   acquired: Map<any, Acquired>;
   state: 'open' | 'discharging' | 'done';
+  /** Message bytes buffered in `posted`. */
+  bytes: number;
+  /** Run once the transaction is done (committed or rolled back): deferred consumer closes (whenSettled). */
+  waiters: Array<() => void>;
   /** The discharge is being carried out: the set of acquisitions is final. */
   committing?: boolean;
   /** Set when the transaction can only roll back (limit exceeded); the reason. */
@@ -81,6 +105,10 @@ const COORDINATOR = Symbol('tidemark.tx.coordinator');
 const HELD = Symbol('tidemark.tx.held');
 /** On one of our outgoing deliveries: a transaction already applied or dropped its outcome. */
 const DONE = Symbol('tidemark.tx.done');
+/** On a transactional transfer we buffer: its transaction. */
+const POSTED = Symbol('tidemark.tx.posted');
+/** On a connection: message bytes buffered by its open transactions. */
+const CONN_BYTES = Symbol('tidemark.tx.bytes');
 
 type Control = { kind: 'declare'; globalId: unknown } | { kind: 'discharge'; txnId: Buffer | undefined; fail: boolean } | { kind: 'invalid'; reason: string };
 
@@ -132,7 +160,7 @@ export class Transactions {
         return;
       }
       const id = randomBytes(16);
-      const txn: Txn = { id, key: id.toString('hex'), coordinator: receiver, connection: receiver.connection, posted: [], acquired: new Map(), state: 'open' };
+      const txn: Txn = { id, key: id.toString('hex'), coordinator: receiver, connection: receiver.connection, posted: [], acquired: new Map(), state: 'open', bytes: 0, waiters: [] };
       this.#txns.set(txn.key, txn);
       open.add(txn);
       answer(Declared.create({ txn_id: id }).described());
@@ -179,11 +207,58 @@ export class Transactions {
       settle(delivery, rejected({ condition: TxConditions.unknownId, description: `unknown transaction ${txnId.toString('hex')}` }));
       return;
     }
-    if (this.#full(txn)) {
+    const size = msg.bytes.length;
+    if (this.#full(txn, size)) {
       settle(delivery, rejected({ condition: Conditions.resourceLimit, description: txn.rollbackOnly! }));
       return;
     }
-    txn.posted.push({ queue, msg, delivery });
+    txn.posted.push({ queue, msg, delivery, size });
+    txn.bytes += size;
+    txn.connection[CONN_BYTES] = (txn.connection[CONN_BYTES] ?? 0) + size;
+    delivery[POSTED] = txn;
+  }
+
+  /**
+   * Keeps `session`'s incoming window open [AMQP 2.5.6] while transactions hold transfers on
+   * it. Called for every transfer the session receives. rhea frees its incoming buffer only
+   * from the oldest end, so an unsettled transactional transfer keeps every later transfer in
+   * it; enough of them (several transactions, or one and plain traffic behind it) would close
+   * the window, and the discharge that would settle them could never arrive. When less than
+   * SESSION_BUFFER_RESERVE entries are left, the transactional transfers in the older half of
+   * the buffer are settled now with the outcome they will have: `transactional-state{txn-id,
+   * accepted}`, provisional until the discharge [AMQP 4.4.1] (or rejected(rollback) for a
+   * rollback-only transaction). Everything else there settles without the client.
+   */
+  relieve(session: any): void {
+    const buf = session?.incoming?.deliveries;
+    if (!buf || typeof buf.capacity !== 'number' || buf.size < buf.capacity - SESSION_BUFFER_RESERVE) return;
+    const half = Math.min(buf.size, Math.ceil(buf.capacity / 2));
+    let n = 0;
+    for (let i = 0; i < half; i++) {
+      const d = buf.entries[(buf.head + i) % buf.capacity];
+      const txn: Txn | undefined = d?.[POSTED];
+      if (!txn || d.settled || d.remote_settled || txn.state === 'done') continue;
+      settle(d, txn.rollbackOnly ? this.#rollbackState(txn, txn.rollbackOnly) : this.#acceptedState(txn));
+      n++;
+    }
+    if (n > 0) log.debug('session incoming buffer nearly full: transactional transfers settled provisionally', { settled: n, size: buf.size, capacity: buf.capacity });
+  }
+
+  /**
+   * Runs `fn` once no transaction being discharged holds an outcome for a delivery of
+   * `link`, at once if none does. server.ts defers a consumer's close with it: a commit
+   * whose batch is being written applies its held acquisitions afterwards, and a close in
+   * between would release them (the publishes stored, the consumed messages back).
+   */
+  whenSettled(link: any, fn: () => void): void {
+    const pending: Txn[] = [];
+    for (const txn of this.#txns.values()) {
+      if (txn.state !== 'discharging' || txn.connection !== (link?.connection ?? link?.session?.connection)) continue;
+      for (const d of txn.acquired.keys()) if (d.link === link) { pending.push(txn); break; }
+    }
+    if (pending.length === 0) { fn(); return; }
+    let left = pending.length;
+    for (const txn of pending) txn.waiters.push(() => { if (--left === 0) fn(); });
   }
 
   /**
@@ -208,7 +283,7 @@ export class Transactions {
     if (kind !== 'accepted' && kind !== 'rejected' && kind !== 'released' && kind !== 'modified') return;
     const prev = delivery[HELD];
     if (prev && prev !== txn && prev !== 'refused') (prev as Txn).acquired.delete(delivery);
-    if (prev !== txn && this.#full(txn)) {
+    if (prev !== txn && this.#full(txn, 0)) {
       delivery[HELD] = 'refused';
       try { sender.close({ condition: Conditions.resourceLimit, description: txn.rollbackOnly! }); } catch { /* gone */ }
       return;
@@ -231,11 +306,43 @@ export class Transactions {
     return txn && txn.connection === connection ? txn : undefined;
   }
 
-  #full(txn: Txn): boolean {
+  /** True if the transaction cannot take one more transfer of `size` bytes (or acquisition): it becomes rollback-only. */
+  #full(txn: Txn, size: number): boolean {
     if (txn.rollbackOnly) return true;
-    if (txn.posted.length + txn.acquired.size < MAX_TRANSACTION_MESSAGES) return false;
-    txn.rollbackOnly = `transaction exceeds ${MAX_TRANSACTION_MESSAGES} transfers and acquisitions; it can only roll back`;
+    let why: string | undefined;
+    if (txn.posted.length + txn.acquired.size >= MAX_TRANSACTION_MESSAGES) why = `transaction exceeds ${MAX_TRANSACTION_MESSAGES} transfers and acquisitions`;
+    else if (txn.bytes + size > MAX_TRANSACTION_BYTES) why = `transaction exceeds ${MAX_TRANSACTION_BYTES} bytes of messages`;
+    else if ((txn.connection[CONN_BYTES] ?? 0) + size > MAX_CONNECTION_TRANSACTION_BYTES) why = `the open transactions of this connection exceed ${MAX_CONNECTION_TRANSACTION_BYTES} bytes of messages`;
+    if (!why) return false;
+    txn.rollbackOnly = `${why}; it can only roll back`;
+    // It cannot commit: what it buffered is answered and freed now, not at the discharge.
+    const state = this.#rollbackState(txn, txn.rollbackOnly);
+    for (const p of txn.posted) settle(p.delivery, state);
+    this.#dropPosted(txn);
     return true;
+  }
+
+  #acceptedState(txn: Txn): unknown {
+    return TransactionalState.create({ txn_id: txn.id, outcome: M.accepted().described() }).described();
+  }
+
+  #rollbackState(txn: Txn, reason: string): unknown {
+    return TransactionalState.create({ txn_id: txn.id, outcome: rejected({ condition: TxConditions.rollback, description: reason }) }).described();
+  }
+
+  /** Forgets the buffered transfers and their bytes. */
+  #dropPosted(txn: Txn): void {
+    for (const p of txn.posted) delete p.delivery[POSTED];
+    if (txn.bytes) txn.connection[CONN_BYTES] = Math.max(0, (txn.connection[CONN_BYTES] ?? 0) - txn.bytes);
+    txn.bytes = 0;
+    txn.posted = [];
+  }
+
+  /** The transaction is done: run what waited for it (whenSettled). */
+  #release(txn: Txn): void {
+    const waiters = txn.waiters;
+    txn.waiters = [];
+    for (const fn of waiters) { try { fn(); } catch (err) { log.error('transaction waiter failed', { err }); } }
   }
 
   #commit(txn: Txn, done: (err?: AmqpError) => void): void {
@@ -281,11 +388,14 @@ export class Transactions {
       for (const { w } of windows) w.committed();
       txn.state = 'done';
       this.#txns.delete(txn.key);
-      const accepted = TransactionalState.create({ txn_id: txn.id, outcome: M.accepted().described() }).described();
+      const accepted = this.#acceptedState(txn);
       for (const p of txn.posted) settle(p.delivery, accepted);
       for (const a of txn.acquired.values()) applyOutcome(a.delivery, a.kind, a.outcome);
       log.debug('transaction committed', { txn: txn.key, messages: txn.posted.length, queues: windows.map(({ queue, w }) => `${queue.name}:${w.firstScn}-${w.lastScn}`), acquired: txn.acquired.size });
+      this.#dropPosted(txn);
+      txn.acquired.clear();
       done();
+      this.#release(txn);
     };
     if (windows.length === 0) { finish(); return; }
     const ops: BatchOp[] = [];
@@ -300,12 +410,15 @@ export class Transactions {
     txn.committing = true;
     this.#txns.delete(txn.key);
     (txn.coordinator[COORDINATOR] as Set<Txn> | undefined)?.delete(txn);
-    const state = TransactionalState.create({ txn_id: txn.id, outcome: rejected({ condition: TxConditions.rollback, description: reason }) }).described();
+    const state = this.#rollbackState(txn, reason);
     for (const p of txn.posted) settle(p.delivery, state);
-    for (const a of txn.acquired.values()) applyOutcome(a.delivery, 'released', undefined);
-    txn.posted = [];
+    // Settled with released, not with the transactional accept the receiver sent (sink.ts
+    // settles with remote_state): the receiver is not told "accepted" for a released delivery.
+    for (const a of txn.acquired.values()) applyOutcome(a.delivery, 'released', M.released());
+    this.#dropPosted(txn);
     txn.acquired.clear();
     log.debug('transaction rolled back', { txn: txn.key, reason });
+    this.#release(txn);
   }
 }
 
@@ -317,9 +430,9 @@ function applyOutcome(delivery: any, kind: Acquired['kind'], outcome: unknown): 
   try { deliverOutcome(delivery, kind); } catch (err) { log.error('transactional outcome failed', { err }); }
 }
 
-/** Settles an incoming delivery with a state, unless it was pre-settled or its link is gone. */
+/** Settles an incoming delivery with a state, unless it was pre-settled, already settled (#relieve) or its link is gone. */
 function settle(delivery: any, state: unknown): void {
-  if (delivery.remote_settled) return;
+  if (delivery.remote_settled || delivery.settled) return;
   try { delivery.update(true, state); } catch (err) { log.debug('could not settle transactional delivery', { err: String(err) }); }
 }
 
