@@ -295,6 +295,13 @@ describe('HTTP API and console review (docs/robustness.md 14)', function () {
       expect(hist.status, hist.body).to.equal(200);
       expect((await rawGet(base, '/api/queues/%E0%A4%A')).status).to.equal(400);
       expect((await rawGet(base, '/api/queue/sow')).status).to.equal(400);
+      // An absolute-form target (RFC 7230 5.3.2, as proxies send) is the same request (a review
+      // of this fix found the raw path made it 404).
+      const host = new URL(base).host;
+      const abs = await rawGet(base, `http://${host}/api/queues/./sow`);
+      expect(abs.status, abs.body).to.equal(200);
+      expect(JSON.parse(abs.body).records.map((x: any) => x.key)).to.deep.equal(['in.']);
+      expect((await rawGet(base, `http://${host}/api/queues`)).status).to.equal(200);
     });
 
     it('5. the console page of "." works', async function () {

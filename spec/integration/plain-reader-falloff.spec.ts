@@ -253,4 +253,41 @@ describe('a reader of a plain log-bounded queue that falls behind the bound whil
       expect(bodies(r.got)).to.deep.equal(msgs(1, 201).map((m) => m.body));
     }
   });
+
+  it('a replay reader that passed an expired message a consumer still holds is not detached when the retention trim drops it (review of the fix)', async function () {
+    await send(tb!.url, plainQ('fo.exh', { 'log.retention': '10s' }), [{ body: 'm1', ttl: 1000 }]);
+    // a consumer takes m1 and does not settle it
+    const holder = await connect(tb!.url);
+    try {
+      const cons = await openReceiver(holder, { address: 'fo.exh' }, { autoaccept: false });
+      const held: unknown[] = [];
+      cons.on('message', (ctx: any) => held.push(ctx.message.body));
+      cons.add_credit(1);
+      await waitFor(() => held.length === 1);
+      clock.set(T0 + 2000); // m1 expired, still held
+      const r = track(await Reader.open(tb!.url, { address: 'fo.exh', filter: tmFilters({ command: 'subscribe', bookmark: '0' }) }));
+      await r.read(10);
+      expect(r.got.map(cmdOf)).to.deep.equal(['completed']);
+      clock.set(T0 + 20000); // past the retention: the trim (every second) drops m1 as the log bound
+      await sleep(1500);
+      await send(tb!.url, 'fo.exh', msgs(2, 2));
+      await r.read(0, 2);
+      expect(r.closed, `the link ended with ${r.closed?.condition}: ${r.closed?.description}`).to.equal(undefined);
+      expect(bodies(r.got)).to.deep.equal(['m2']);
+    } finally { await holder.close(); }
+  });
+
+  it('closed filtered replay links are not kept by the queue until its bound next drops a message (review of the fix)', async function () {
+    await send(tb!.url, plainQ('fo.leak', { 'log.max_count': 1000 }), msgs(1, 5));
+    const list = tb!.broker.nodes.get('fo.leak')!.structure as ListStructure;
+    const consumers = () => (list as any).consumerCount as number;
+    for (let i = 0; i < 20; i++) {
+      const r = await Reader.open(tb!.url, { address: 'fo.leak', filter: { ...tmFilters({ command: 'subscribe', bookmark: '0' }), ...tmFilters({ selector: "color = 'red'" }) } });
+      await r.read(10);
+      await r.close();
+    }
+    await waitFor(() => consumers() === 0);
+    const { filteredReaders } = await import('../../lib/ext/replay/index.js');
+    expect(filteredReaders(list), 'closed readers still held').to.be.at.most(1);
+  });
 });

@@ -385,9 +385,12 @@ export class ListStructure implements QueueStructure {
       const e = this.list.at(pos)!;
       if (e.removed) continue;
       if (!e.committed) break;
-      if (e.expiresAt !== undefined && e.expiresAt <= now) continue;
+      // An expired entry is passed for good (it can never be delivered): a consumer may still
+      // hold it, and the log bound may drop it later, which must not read as a gap before
+      // this reader (logFloor).
       c.pos = pos + 1;
       c.lastScn = e.scn;
+      if (e.expiresAt !== undefined && e.expiresAt <= now) continue;
       if (!c.matches(e)) continue;
       return e;
     }

@@ -51,7 +51,10 @@ export function httpExtension(): Extension {
     const path = u.pathname;
     // The API's path is split as sent: URL's pathname resolves dot segments, which made the
     // queues "." and ".." unreachable (/api/queues/. listed every queue).
-    const raw = (req.url ?? '/').split('?')[0];
+    // An absolute-form target (`GET http://host/api/… HTTP/1.1`, RFC 7230 5.3.2, as proxies
+    // send) is the same request: its scheme and authority come off first.
+    const target = req.url ?? '/';
+    const raw = (target.startsWith('/') ? target : target.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '') || '/').split('?')[0];
     if (path === '/metrics') {
       const text = await metrics!.text();
       res.writeHead(200, { 'content-type': metrics!.registry.contentType, 'cache-control': 'no-store' });

@@ -82,7 +82,16 @@ export function noGaps(list: ListStructure, req: ConsumerRequest, describe: (pos
     },
     opened(c) {
       consumer = c;
-      if (filtered) filteredNoGap.get(list)?.add(c);
+      if (filtered) {
+        const set = filteredNoGap.get(list);
+        if (set) {
+          // Closed readers leave here too, not only when the bound next drops a message: a
+          // queue whose bound drops nothing for a while kept every closed link (with its
+          // session and connection) until then.
+          for (const o of set) if (o.closed) set.delete(o);
+          set.add(c);
+        }
+      }
       return c;
     },
   };
@@ -237,3 +246,6 @@ export function trimListByAge(list: ListStructure, horizon: number, now?: number
   for (const e of due) { boundDrops.add(e); list.removeEntry(e, 'dropped'); }
   return due.length;
 }
+
+/** Filtered no-gap readers a bounded plain queue holds (tests: closed ones must not pile up). */
+export function filteredReaders(list: ListStructure): number { return filteredNoGap.get(list)?.size ?? 0; }
