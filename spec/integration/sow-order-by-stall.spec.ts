@@ -79,7 +79,9 @@ describe('order_by and filters over a large SOW queue (session 22 review)', func
     for (const extra of [{}, { bookmark: 'now' }] as Record<string, string>[]) {
       const r = await query({}, { filter: '/v > 2', ...extra }, 1);
       expect(r.vs).to.deep.equal([]);
-      expect(r.worst, 'ms a durable publish of another client waited').to.be.below(500);
+      // (30-130 ms alone; one full-suite run beside three busy helpers saw 545 ms against a
+      // bound of 500: 800 still tells the 0.9-1.2 s walk apart)
+      expect(r.worst, 'ms a durable publish of another client waited').to.be.below(800);
     }
   });
 });
