@@ -16,7 +16,7 @@ import { connect, openReceiver, send, sleep, errorOf, type Conn, type Received }
 import { tmFilters, cmdOf, scnOf } from '../support/sow-client.js';
 import { listSubscriptions } from '../../lib/ext/checkpoints/index.js';
 import { ManualClock } from '../../lib/index.js';
-import { trimListByAge } from '../../lib/ext/replay/index.js';
+import { trimListByAge, filteredReaders } from '../../lib/ext/replay/index.js';
 import type { ListStructure } from '../../lib/core/queue/list-structure.js';
 
 const T0 = Date.UTC(2026, 5, 1, 9, 0, 0);
@@ -269,7 +269,8 @@ describe('a reader of a plain log-bounded queue that falls behind the bound whil
       await r.read(10);
       expect(r.got.map(cmdOf)).to.deep.equal(['completed']);
       clock.set(T0 + 20000); // past the retention: the trim (every second) drops m1 as the log bound
-      await sleep(1500);
+      const list = tb!.broker.nodes.get('fo.exh')!.structure as ListStructure;
+      await waitFor(() => list.logFloor >= 1);
       await send(tb!.url, 'fo.exh', msgs(2, 2));
       await r.read(0, 2);
       expect(r.closed, `the link ended with ${r.closed?.condition}: ${r.closed?.description}`).to.equal(undefined);
@@ -282,12 +283,11 @@ describe('a reader of a plain log-bounded queue that falls behind the bound whil
     const list = tb!.broker.nodes.get('fo.leak')!.structure as ListStructure;
     const consumers = () => (list as any).consumerCount as number;
     for (let i = 0; i < 20; i++) {
-      const r = await Reader.open(tb!.url, { address: 'fo.leak', filter: { ...tmFilters({ command: 'subscribe', bookmark: '0' }), ...tmFilters({ selector: "color = 'red'" }) } });
+      const r = await Reader.open(tb!.url, { address: 'fo.leak', filter: tmFilters({ command: 'subscribe', bookmark: '0', selector: "color = 'red'" }) });
       await r.read(10);
       await r.close();
     }
     await waitFor(() => consumers() === 0);
-    const { filteredReaders } = await import('../../lib/ext/replay/index.js');
     expect(filteredReaders(list), 'closed readers still held').to.be.at.most(1);
   });
 });
