@@ -73,21 +73,53 @@ export function toBool(name: string, v: unknown): boolean {
 }
 
 /**
+ * rhea's decode of a long/ulong past 2^53 + 2^32 is its 8 raw bytes (types.js read_long,
+ * read_ulong), which look like a binary of 8 bytes: the integer they hold, or undefined when
+ * rhea would have decoded them as a number either way (so they were a binary). With the top
+ * bit set they are a long below -2^53 or a ulong past 2^63: `ulong` holds the second reading.
+ */
+function wideInteger(x: unknown): { value: bigint; ulong?: bigint } | undefined {
+  if (!(x instanceof Uint8Array) || x.length !== 8) return undefined;
+  const b = Buffer.from(x.buffer, x.byteOffset, 8);
+  const hi = b.readInt32BE(0);
+  if (hi >= 2097153) return { value: b.readBigInt64BE(0) };
+  if (hi <= -2097153) return { value: b.readBigInt64BE(0), ulong: b.readBigUInt64BE(0) };
+  if (hi < 0) return { value: b.readBigUInt64BE(0) }; // a long here would have been a number: a ulong
+  return undefined;
+}
+
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
  * Integer: a number with no fraction, a bigint, or a string of decimal digits with an
  * optional sign (whitespace ignored); must be a safe integer and at least `opts.min`.
- * Booleans and floats are refused.
+ * Booleans and floats are refused. An integer past ±2^53 (which rhea gives rounded, or as 8
+ * bytes) is refused as too large, unless `opts.saturate`: then one past +2^53 reads as
+ * Number.MAX_SAFE_INTEGER (a limit that cannot be reached: Java clients send Long.MAX_VALUE
+ * for "no limit").
  */
-export function toInt(name: string, v: unknown, opts?: { min?: number }): number {
+export function toInt(name: string, v: unknown, opts?: { min?: number; saturate?: boolean }): number {
   const x = unwrap(v);
   let n: number | undefined;
+  /** The exact value, when it is an integer past ±2^53. */
+  let wide: bigint | undefined;
   if (typeof x === 'number' && Number.isInteger(x)) n = x;
   else if (typeof x === 'bigint') n = Number(x);
   else if (typeof x === 'string' && /^[+-]?\d+$/.test(x.trim())) n = Number(x.trim());
+  let ulong: bigint | undefined;
+  if (n === undefined) { const w = wideInteger(x); wide = w?.value; ulong = w?.ulong; }
+  if (n !== undefined && !Number.isSafeInteger(n)) {
+    wide = typeof x === 'bigint' ? x : typeof x === 'string' ? BigInt(x.trim()) : BigInt(n);
+  } else if (typeof x === 'bigint' && n !== undefined && BigInt(n) !== x) wide = x;
   const min = opts?.min;
   const expected = min === undefined ? 'an integer' : `an integer >= ${min}`;
-  if (n === undefined || !Number.isSafeInteger(n) || (typeof x === 'bigint' && BigInt(n) !== x)) {
-    throw new TypeError(`${name}: expected ${expected}, got ${show(v)}`);
+  if (wide !== undefined) {
+    if (opts?.saturate && wide > MAX_SAFE) return Number.MAX_SAFE_INTEGER;
+    const shown = !(x instanceof Uint8Array) ? show(v)
+      : ulong === undefined ? `a 64-bit integer (${wide})` : `a 64-bit integer (${wide} as a long, ${ulong} as a ulong)`;
+    throw new TypeError(`${name}: expected ${expected}, got ${shown}: past ±2^53 (±${Number.MAX_SAFE_INTEGER}), too large to hold exactly`);
   }
+  if (n === undefined) throw new TypeError(`${name}: expected ${expected}, got ${show(v)}`);
   if (min !== undefined && n < min) throw new TypeError(`${name}: expected ${expected}, got ${show(v)}`);
   return n === 0 ? 0 : n; // no -0
 }

@@ -16,6 +16,7 @@ import type { Queue } from './queue/queue.js';
 import type { InboundMessage } from './queue/inbound.js';
 import type { Consumer, DeliverySink } from './queue/delivery.js';
 import { TidemarkError, Conditions } from './errors.js';
+import { toBool } from '../address/index.js';
 import { verifyPasswordAsync } from './auth.js';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { setLogLevel, logger } from './log.js';
@@ -175,7 +176,13 @@ export class Broker implements BrokerContext, ProtocolBackend {
     else if (!this.#can(opts.user, 'consume', address) && !this.#can(opts.user, 'browse', address)) this.#require(opts.user, 'browse', address);
     if (!existing && (opts.createOnDemand || this.config.autoCreateQueues)) this.#require(opts.user, 'create', address);
     if (opts.createOnDemand) {
-      const durable = opts.properties.durable === undefined ? true : opts.properties.durable === true || opts.properties.durable === 'True' || opts.properties.durable === 'true';
+      // Read leniently, as queue arguments are (wire.md 2.1): `durable: 1` or "yes" used to make a
+      // non-durable queue, lost at restart, and "bogus" was taken for false without a word.
+      let durable = true;
+      if (opts.properties.durable !== undefined) {
+        try { durable = toBool('durable', opts.properties.durable); }
+        catch (e) { throw new TidemarkError(Conditions.invalidField, `node property ${(e as Error).message}; the queue was not created`); }
+      }
       return this.nodes.declare(address, { durable, arguments: opts.properties }).queue;
     }
     if (existing) return existing;

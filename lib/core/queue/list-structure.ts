@@ -34,8 +34,14 @@ export interface AdmissionView {
 
 /** Decides what happens when a message arrives: drop others (ring, LVQ) or refuse it (reject). */
 export interface AdmissionPolicy {
-  /** Returns entries to remove to make room, or throws TidemarkError to refuse `incoming`. */
+  /**
+   * Returns entries to remove to make room, or throws TidemarkError to refuse `incoming`. A
+   * later policy may still refuse the message, or its batch fail: what admit() records about
+   * the entries it returns must be undone in dropUndone.
+   */
   admit(list: AdmissionView, incoming: Entry, msg: InboundMessage): Entry[] | void;
+  /** An entry this policy asked to drop stays after all (a later policy refused, or the batch failed). */
+  dropUndone?(e: Entry): void;
 }
 
 /** Options for a consumer on a list queue, beyond the link request. */
@@ -72,6 +78,12 @@ export class ListStructure implements QueueStructure {
   /** See logFloor. */
   #logFloor = 0;
 
+  /**
+   * Derives a recovered entry's LVQ key from its bytes (set by the LVQ extension); when unset,
+   * or it cannot read them, the key stored with the event is used.
+   */
+  recoverKey: ((bytes: Buffer) => string | undefined) | undefined;
+
   constructor(queue: Queue) { this.queue = queue; }
 
   /**
@@ -99,9 +111,22 @@ export class ListStructure implements QueueStructure {
     // heap 82 MB against 46 MB). A filter that arrives later decodes the bytes once per entry.
     if (this.#filtering > 0) e.view = msg.message;
     const dropped: Entry[] = [];
-    for (const p of this.admission) {
-      const d = p.admit(this.#admissionView, e, msg);
-      if (d) for (const x of d) if (!x.removed && !x.dropping) { x.dropping = true; dropped.push(x); this.#droppingCount++; this.#droppingBytes += x.size; }
+    /** The policy that asked for each drop (parallel to `dropped`), told when its drop is undone. */
+    const droppedBy: AdmissionPolicy[] = [];
+    const undoDrops = () => {
+      for (let i = 0; i < dropped.length; i++) { this.#undrop(dropped[i]!); droppedBy[i]!.dropUndone?.(dropped[i]!); }
+    };
+    try {
+      for (const p of this.admission) {
+        const d = p.admit(this.#admissionView, e, msg);
+        if (d) for (const x of d) if (!x.removed && !x.dropping) { x.dropping = true; dropped.push(x); droppedBy.push(p); this.#droppingCount++; this.#droppingBytes += x.size; }
+      }
+    } catch (err) {
+      // A later policy refused the message (a reject limit after an LVQ replacement): the drops
+      // earlier ones marked are undone, or the entries stayed `dropping` for good (out of the
+      // admission view's depth and bytes, never replaceable again, yet kept in storage).
+      undoDrops();
+      throw err;
     }
     const q = this.queue;
     const ops: BatchOp[] = [];
@@ -119,7 +144,7 @@ export class ListStructure implements QueueStructure {
       ops,
       committed: () => { for (const d of dropped) { this.#undrop(d); this.#remove(d, 'dropped', false); } e.committed = true; this.dispatch(); },
       failed: () => {
-        for (const d of dropped) this.#undrop(d);
+        undoDrops();
         this.#remove(e, 'dropped', false);
         // Its SCN may be given back (a refused transaction): no hole may hold it. No scan passes
         // an uncommitted entry, but one purged or expired while in flight may have been passed:
@@ -198,7 +223,7 @@ export class ListStructure implements QueueStructure {
           if (meta.exp !== undefined && meta.exp <= now) { expired.push({ type: 'del', key: k }); continue; }
           const e = new Entry(scn, Buffer.from(message), meta.ts);
           e.expiresAt = meta.exp;
-          e.lvqKey = meta.key;
+          e.lvqKey = meta.key !== undefined && this.recoverKey ? this.recoverKey(e.bytes) ?? meta.key : meta.key;
           e.committed = true;
           this.#append(e);
         }

@@ -11,8 +11,8 @@ export function limitsExtension(): Extension {
   return {
     name: 'limits',
     queueArguments: [
-      { name: 'qpid.max_count', parse: (v) => toInt('qpid.max_count', v, { min: 0 }) },
-      { name: 'qpid.max_size', parse: (v) => toInt('qpid.max_size', v, { min: 0 }) },
+      { name: 'qpid.max_count', parse: (v) => toInt('qpid.max_count', v, { min: 0, saturate: true }) },
+      { name: 'qpid.max_size', parse: (v) => toInt('qpid.max_size', v, { min: 0, saturate: true }) },
       {
         name: 'qpid.policy_type',
         parse: (v) => {

@@ -165,6 +165,8 @@ export function replayExtension(opts: { trimIntervalMs?: number } = {}): Extensi
           for (const e of l.live()) { if (count + 1 <= maxCount) break; drop.push(e); boundDrops.add(e); count--; }
           return drop;
         },
+        // Kept, it would make the entry's later consumption or replacement look like the bound's drop.
+        dropUndone(e) { boundDrops.delete(e); },
       });
     }
     if (retention !== undefined) listRetention.set(list, retention);

@@ -75,6 +75,26 @@ describe('address: lenient values', () => {
     });
   });
 
+  describe('toInt past ±2^53', () => {
+    const hex = (h: string) => Buffer.from(h, 'hex');
+    it('names rhea\'s 8 bytes of a long/ulong a 64-bit integer too large, with its value', () => {
+      expect(() => toInt('log.max_count', hex('7fffffffffffffff'), { min: 1 })).to.throw(TypeError, 'log.max_count: expected an integer >= 1, got a 64-bit integer (9223372036854775807): past ±2^53 (±9007199254740991), too large to hold exactly');
+      expect(() => toInt('x', hex('ffffffffffffffff'))).to.throw(TypeError, /a 64-bit integer \(18446744073709551615\)/);
+      expect(() => toInt('x', hex('8000000000000000'))).to.throw(TypeError, /-9223372036854775808 as a long, 9223372036854775808 as a ulong/);
+      expect(() => toInt('x', 2n ** 60n)).to.throw(TypeError, /got 1152921504606846976n: past ±2\^53/);
+    });
+    it('8 bytes rhea would have decoded as a number were a binary', () => {
+      expect(() => toInt('x', hex('0000000000000001'))).to.throw(TypeError, 'x: expected an integer, got binary(8 bytes)');
+    });
+    it('saturate: a positive one reads as Number.MAX_SAFE_INTEGER; a negative one is still refused', () => {
+      for (const v of [hex('7fffffffffffffff'), typed(hex('7fffffffffffffff'), 'long'), 2n ** 63n - 1n, '9223372036854775807', 2 ** 60]) {
+        expect(toInt('qpid.max_count', v, { min: 0, saturate: true })).to.equal(Number.MAX_SAFE_INTEGER);
+      }
+      expect(() => toInt('qpid.max_count', '-9223372036854775808', { min: 0, saturate: true })).to.throw(TypeError, /too large/);
+      expect(toInt('qpid.max_count', 5, { min: 0, saturate: true })).to.equal(5);
+    });
+  });
+
   describe('toStr', () => {
     const table: [unknown, string][] = [
       ['/id', '/id'], ['', ''], [10, '10'], [-1.5, '-1.5'], [10n, '10'], [true, 'true'], [false, 'false'],
