@@ -116,6 +116,9 @@ try {
   process.on('unhandledRejection', (err) => say(process.stderr, JSON.stringify({ level: 'error', msg: 'unhandled rejection', err: String((err as Error)?.stack ?? err) }) + '\n'));
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  // SIGHUP (the terminal closed, a supervisor's hang-up) stops the broker cleanly as SIGTERM
+  // does: Node's default for it was to exit at once, with no close sent and nothing flushed.
+  process.on('SIGHUP', () => void stop('SIGHUP'));
 } catch (e) {
   process.stderr.write(`Error: ${e instanceof ConfigError ? e.message : (e as Error).message}\n`);
   process.exit(1);

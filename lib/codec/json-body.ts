@@ -5,6 +5,7 @@
  * members of a JSON object text, and the entries of an encoded AMQP map, each as the exact
  * text or bytes it was sent with, so what a delta does not touch keeps its encoding.
  */
+import { isUtf8 } from 'node:buffer';
 import { parse as parseLossless, stringify as stringifyLossless, isInteger, isSafeNumber } from 'lossless-json';
 import { amqpTypes } from './amqp.js';
 
@@ -115,22 +116,74 @@ function parseText(text: string, what: string, maxDepth: number | undefined): Js
 }
 
 /**
+ * Whether a content-type names JSON: its media type (parameters such as `charset` dropped,
+ * compared case-insensitively [RFC 9110 8.3.1]) is application/json or a `+json` structured
+ * syntax suffix [RFC 6839].
+ */
+export function isJsonContentType(ct: unknown): boolean {
+  if (typeof ct !== 'string') return false;
+  const semi = ct.indexOf(';');
+  const mt = (semi < 0 ? ct : ct.slice(0, semi)).trim().toLowerCase();
+  return mt === 'application/json' || (mt.endsWith('+json') && mt.includes('/'));
+}
+
+/** content-encoding values that leave the bytes as they are (`utf-8`: a charset, often set there). */
+const IDENTITY_ENCODINGS = new Set(['', 'identity', 'utf-8', 'utf8']);
+
+/**
+ * Why a binary JSON body's content-encoding is refused, or undefined. The broker reads the
+ * bytes as sent and decodes no content-encoding [AMQP 3.2.4]: a gzip body read as JSON text
+ * would be refused as not parsing, and worse, a body that happened to parse would be keyed
+ * by bytes the producer meant as something else.
+ */
+function encodingFault(message: any): string | undefined {
+  const ce = message?.content_encoding;
+  if (ce === undefined || ce === null) return undefined;
+  if (IDENTITY_ENCODINGS.has(String(ce).trim().toLowerCase())) return undefined;
+  return `content-encoding ${JSON.stringify(String(ce))} is not read: the broker decodes no content-encoding, a JSON body is sent as UTF-8 text without one (or identity)`;
+}
+
+/**
+ * JSON text of a binary body: its bytes as UTF-8, or undefined when they are not valid UTF-8.
+ * Read leniently (U+FFFD for invalid bytes, as Buffer#toString does), two bodies differing only
+ * there gave one SOW key. A leading byte-order mark is dropped, as `new TextDecoder('utf-8',
+ * { fatal: true })` does (RFC 8259 8.1 lets a parser ignore it). isUtf8 is simdutf's check:
+ * linear, native, no copy.
+ */
+function utf8Text(buf: Buffer): string | undefined {
+  if (!isUtf8(buf)) return undefined;
+  const bom = buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf;
+  return buf.toString('utf8', bom ? 3 : 0);
+}
+
+const NOT_UTF8: JsonResult = { ok: false, reason: 'body is not valid UTF-8' };
+
+/**
  * The body as JSON. `maxDepth`: refuse bodies nested deeper (the SOW publish path; other
- * readers, such as content filters, see any depth).
+ * readers, such as content filters, see any depth). Binary bodies (data sections, an
+ * amqp-value binary) need a JSON content-type (isJsonContentType), no content-encoding but
+ * identity, and valid UTF-8 (utf8Text).
  */
 export function jsonBody(message: any, opts: { maxDepth?: number } = {}): JsonResult {
   const body = message?.body;
   if (typeof body === 'string') return parseText(body, 'body is not JSON text: ', opts.maxDepth);
   if (body && typeof body === 'object' && body.typecode === 0x75) {
-    const ct = String(message.content_type ?? '');
-    if (!ct.startsWith('application/json') && !ct.endsWith('+json')) return { ok: false, reason: `data body with content-type ${ct || '(none)'} is not application/json` };
+    const ct = message.content_type;
+    if (!isJsonContentType(ct)) return { ok: false, reason: `data body with content-type ${ct ? String(ct) : '(none)'} is not application/json` };
+    const fault = encodingFault(message);
+    if (fault) return { ok: false, reason: fault };
     const buf: Buffer = body.multiple ? Buffer.concat(body.content) : body.content;
-    return parseText(buf.toString('utf8'), 'application/json body does not parse: ', opts.maxDepth);
+    const text = utf8Text(buf);
+    if (text === undefined) return NOT_UTF8;
+    return parseText(text, 'application/json body does not parse: ', opts.maxDepth);
   }
   if (Buffer.isBuffer(body)) {
-    const ct = String(message.content_type ?? '');
-    if (ct.startsWith('application/json')) return parseText(body.toString('utf8'), 'application/json body does not parse: ', opts.maxDepth);
-    return { ok: false, reason: 'binary body is not JSON' };
+    if (!isJsonContentType(message.content_type)) return { ok: false, reason: 'binary body is not JSON' };
+    const fault = encodingFault(message);
+    if (fault) return { ok: false, reason: fault };
+    const text = utf8Text(body);
+    if (text === undefined) return NOT_UTF8;
+    return parseText(text, 'application/json body does not parse: ', opts.maxDepth);
   }
   if (body && typeof body === 'object' && !Array.isArray(body) && body.typecode === undefined) {
     const max = opts.maxDepth ?? Infinity;

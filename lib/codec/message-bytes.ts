@@ -4,6 +4,7 @@
  * keys) are rewritten; every other section is copied byte for byte, so every AMQP type a
  * client sent round-trips exactly. Delivery annotations are per hop [AMQP 3.2.2] and dropped.
  */
+import { isUtf8 } from 'node:buffer';
 import { amqpTypes, amqpMessage } from './amqp.js';
 
 const HEADER = 0x70, DELIVERY_ANN = 0x71, MESSAGE_ANN = 0x72, PROPERTIES = 0x73;
@@ -208,6 +209,164 @@ export function indexSections(bytes: Buffer): SectionIndex {
   return indexSectionsFast(bytes) ?? indexSectionsDecoded(bytes);
 }
 
+/** The map sections of a message [AMQP 3.2], by descriptor code. */
+const MAP_SECTIONS: Record<number, string> = { 0x71: 'delivery-annotations', 0x72: 'message-annotations', 0x74: 'application-properties', 0x78: 'footer' };
+const MAP_SECTION_SYMBOLS: Record<string, number> = {
+  'amqp:delivery-annotations:map': 0x71, 'amqp:message-annotations:map': 0x72, 'amqp:application-properties:map': 0x74, 'amqp:footer:map': 0x78,
+};
+
+/** End of the value at `p` read from its constructor and size alone (no walk of its items), or -1. */
+function shallowEnd(b: Buffer, p: number, lim: number): number {
+  if (p >= lim) return -1;
+  const code = b[p];
+  const cat = CATEGORY[code], w = WIDTH[code];
+  if (cat === CAT_FIXED) return p + 1 + w <= lim ? p + 1 + w : -1;
+  if (cat === 0 || p + 1 + w > lim) return -1; // unknown, or a described value (0x00): not judged here
+  const end = p + 1 + w + readSize(b, p + 1, w);
+  return end <= lim ? end : -1;
+}
+
+/**
+ * The first map section (delivery-annotations, message-annotations, application-properties,
+ * footer) whose map has an odd item count, with that count; undefined when there is none. A
+ * map holds key-value pairs [AMQP 1.6.23]: rhea's decoder drops a dangling last item, so such
+ * a message was stored and failed later (the delivery rewrite read past the map). Reads each
+ * section's constructor, size and count only: O(sections), whatever their content. Bytes it
+ * cannot follow (a described section value, a malformed section) end the walk with undefined:
+ * rhea decoded the message already, and what it refuses is refused there.
+ */
+export function oddMapSection(b: Buffer): { section: string; count: number } | undefined {
+  const len = b.length;
+  let p = 0;
+  while (p + 2 < len) {
+    const at = sectionAt(b, p);
+    if (!at) return undefined;
+    const { code, vs } = at;
+    const vc = b[vs];
+    if ((vc === 0xc1 || vc === 0xd1) && MAP_SECTIONS[code] !== undefined) {
+      const w = vc === 0xc1 ? 1 : 4;
+      if (vs + 1 + 2 * w > len) return undefined;
+      const count = readSize(b, vs + 1 + w, w);
+      if (count % 2 !== 0) return { section: MAP_SECTIONS[code], count };
+    }
+    p = shallowEnd(b, vs, len);
+    if (p < 0) return undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The section code of the section starting at `p` (its descriptor numeric or symbolic; -1 for
+ * a name that is not one of the map sections or amqp-value) and where its value starts, or
+ * undefined when the bytes there are not a section this can read.
+ */
+function sectionAt(b: Buffer, p: number): { code: number; vs: number } | undefined {
+  const len = b.length;
+  if (b[p] !== 0x00 || p + 2 >= len) return undefined;
+  const dc = b[p + 1];
+  let code: number;
+  let vs: number;
+  if (dc === 0x53) { code = b[p + 2]; vs = p + 3; }
+  else if (dc === 0x80) {
+    if (p + 10 > len) return undefined;
+    code = b.readUInt32BE(p + 2) === 0 ? b.readUInt32BE(p + 6) : -1;
+    vs = p + 10;
+  } else if (dc === 0xa3 || dc === 0xb3) {
+    const e = shallowEnd(b, p + 1, len);
+    if (e < 0) return undefined;
+    const name = b.toString('latin1', p + 2 + (dc === 0xa3 ? 1 : 4), e);
+    code = MAP_SECTION_SYMBOLS[name] ?? (name === 'amqp:amqp-sequence:list' ? 0x76 : name.startsWith('amqp:amqp-value:') ? 0x77 : -1);
+    vs = e;
+  } else {
+    return undefined;
+  }
+  return vs < len ? { code, vs } : undefined;
+}
+
+/** The sections whose strings invalidUtf8Section checks, by code. */
+const STRING_SECTIONS: Record<number, string> = { 0x72: 'message-annotations', 0x74: 'application-properties', 0x76: 'amqp-sequence body', 0x77: 'amqp-value body' };
+/** walkStrings: a string that is not valid UTF-8 was found. */
+const INVALID_UTF8 = -2;
+/** Nesting walkStrings follows (as the protocol layer's limit on nested values); deeper is not judged. */
+const MAX_STRING_DEPTH = 256;
+
+/**
+ * End of the value at `p`, as skipValue, or INVALID_UTF8 when a string (str8, str32) in it is
+ * not valid UTF-8; -1 when the value is malformed or nested too deep to judge.
+ */
+function walkStrings(b: Buffer, p: number, lim: number, depth: number): number {
+  if (depth > MAX_STRING_DEPTH) return -1;
+  while (p < lim && b[p] === 0x00) {
+    p = walkStrings(b, p + 1, lim, depth + 1); // descriptor
+    if (p < 0) return p;
+  }
+  if (p >= lim) return -1;
+  const code = b[p];
+  if (code === 0xa1 || code === 0xb1) {
+    const w = code === 0xa1 ? 1 : 4;
+    if (p + 1 + w > lim) return -1;
+    const s = p + 1 + w, e = s + readSize(b, p + 1, w);
+    if (e > lim) return -1;
+    return isUtf8(b.subarray(s, e)) ? e : INVALID_UTF8;
+  }
+  if (CATEGORY[code] === CAT_COMPOUND) {
+    const w = WIDTH[code];
+    if (p + 1 + 2 * w > lim) return -1;
+    const end = p + 1 + w + readSize(b, p + 1, w);
+    if (end > lim) return -1;
+    const count = readSize(b, p + 1 + w, w);
+    let q = p + 1 + 2 * w;
+    for (let i = 0; i < count; i++) {
+      q = walkStrings(b, q, end, depth + 1);
+      if (q < 0) return q;
+    }
+    return q === end ? end : -1;
+  }
+  if (CATEGORY[code] === CAT_ARRAY) {
+    const w = WIDTH[code];
+    if (p + 1 + 2 * w > lim) return -1;
+    const end = p + 1 + w + readSize(b, p + 1, w);
+    if (end > lim) return -1;
+    const count = readSize(b, p + 1 + w, w);
+    let q = p + 1 + 2 * w;
+    if (q >= end) return -1;
+    const ec = b[q];
+    if (ec !== 0xa1 && ec !== 0xb1) return skipBody(b, code, p + 1, lim, 0);
+    const ew = ec === 0xa1 ? 1 : 4;
+    q++;
+    for (let i = 0; i < count; i++) {
+      if (q + ew > end) return -1;
+      const s = q + ew, e = s + readSize(b, q, ew);
+      if (e > end) return -1;
+      if (!isUtf8(b.subarray(s, e))) return INVALID_UTF8;
+      q = e;
+    }
+    return q === end ? end : -1;
+  }
+  return skipBody(b, code, p + 1, lim, 0);
+}
+
+/**
+ * The first section (message-annotations, application-properties, amqp-value or
+ * amqp-sequence body) holding a string (str8/str32, at any depth) that is not valid UTF-8,
+ * or undefined. rhea decodes such a string with U+FFFD for the invalid bytes, so two
+ * different strings can decode alike: the SOW publish path asks this (only when a key or a
+ * string body holds U+FFFD) before such a string can become a key. O(message), no copies.
+ */
+export function invalidUtf8Section(b: Buffer): string | undefined {
+  const len = b.length;
+  let p = 0;
+  while (p + 2 < len) {
+    const at = sectionAt(b, p);
+    if (!at) return undefined;
+    const name = STRING_SECTIONS[at.code];
+    p = name !== undefined ? walkStrings(b, at.vs, len, 0) : shallowEnd(b, at.vs, len);
+    if (p === INVALID_UTF8) return name;
+    if (p < 0) return undefined;
+  }
+  return undefined;
+}
+
 /** Fields of the properties section, by position [AMQP 3.2.4]. */
 export const PROPERTY_FIELD = { messageId: 0, correlationId: 5 } as const;
 
@@ -285,12 +444,13 @@ function keptAnnotationPairsFast(b: Buffer, s: number, e: number): KeptPairs | n
   const w = code === 0xc1 ? 1 : code === 0xd1 ? 4 : 0;
   if (w === 0 || q + 2 * w > e) return null;
   const n = readSize(b, q + w, w);
-  if (n % 2 !== 0) return null;
   q += 2 * w;
   const raw: Buffer[] = [];
   let count = 0, length = 0;
   let runStart = -1; // start of the current run of kept pairs
-  for (let i = 0; i < n; i += 2) {
+  // An odd count (a dangling key, refused at receive since session 24 but possibly stored
+  // before): the pairs as rhea reads them, the last item skipped (see keptAnnotationPairs).
+  for (let i = 0; i + 1 < n; i += 2) {
     const ks = q;
     const ours = isOurKey(b, ks, e);
     if (ours < 0) return null;
@@ -307,12 +467,16 @@ function keptAnnotationPairsFast(b: Buffer, s: number, e: number): KeptPairs | n
     }
   }
   if (runStart >= 0) raw.push(b.subarray(runStart, q));
+  if (n % 2 !== 0 && skipValue(b, q, e, 0) < 0) return null;
   return { raw, count, length };
 }
 
 /**
  * Message annotation pairs of the original, raw, without keys starting with `x-opt-tm-`
- * (ours are replaced, never duplicated: a map must not repeat a key [AMQP 1.6.23]).
+ * (ours are replaced, never duplicated: a map must not repeat a key [AMQP 1.6.23]). A map
+ * with an odd item count (which AMQP does not allow, and the broker refuses at receive) keeps
+ * its pairs and loses the dangling last item, as rhea's decoder reads it: the last item was
+ * read past the map, which threw on every delivery of such a message stored earlier.
  */
 function keptAnnotationPairs(bytes: Buffer, s: number, e: number): KeptPairs {
   return keptAnnotationPairsFast(bytes, s, e) ?? keptAnnotationPairsDecoded(bytes, s, e);
@@ -331,7 +495,7 @@ function keptAnnotationPairsDecoded(bytes: Buffer, s: number, e: number): KeptPa
   const n = r.read_uint(width);
   const raw: Buffer[] = [];
   let count = 0, length = 0;
-  for (let i = 0; i < n; i += 2) {
+  for (let i = 0; i + 1 < n; i += 2) {
     const ks = r.position;
     const key = r.read();
     r.read();

@@ -9,8 +9,9 @@ import path from 'node:path';
 import { parseScrypt } from './auth.js';
 
 export interface UserConfig {
-  /** Plain-text password (development) or an scrypt hash `scrypt$N$r$p$salt-b64$hash-b64`. */
+  /** Plain-text password (development configs). A user has exactly one of `password` and `scrypt`. */
   password?: string;
+  /** An scrypt hash `scrypt$N$r$p$salt-b64$hash-b64` (tidemark-config hash-password). */
   scrypt?: string;
 }
 /** One ACL rule (lib/ext/acl, docs/security.md): the first rule matching user and queue decides. */
@@ -126,6 +127,13 @@ const shape: { [k: string]: Shape } = {
       if (!isObj(v)) throw new ConfigError(`${at}: expected an object of users`);
       for (const [u, spec] of Object.entries(v)) {
         check(spec, { password: 'string', scrypt: 'string' }, `${at}.${u}`, true);
+        const { password, scrypt } = spec as UserConfig;
+        // Exactly one of the two: with neither the user could never log in; with both, which
+        // one counts would be a guess. A hash under `password` was compared as plain text: the
+        // real password failed and the hash text itself logged in.
+        if (password === undefined && scrypt === undefined) throw new ConfigError(`${at}.${u}: give the user a password or an scrypt hash (tidemark-config hash-password); it has neither`);
+        if (password !== undefined && scrypt !== undefined) throw new ConfigError(`${at}.${u}: give the user either password or scrypt, not both`);
+        if (password !== undefined && password.startsWith('scrypt$')) throw new ConfigError(`${at}.${u}.password: this is an scrypt hash; put it under scrypt ("${u}": { "scrypt": "scrypt$..." }), password is compared as plain text`);
         // A malformed hash, or parameters scrypt refuses, would silently lock the user out; too
         // costly ones would make every login allocate that much: refuse them at load (auth.ts).
         const h = (spec as UserConfig).scrypt;

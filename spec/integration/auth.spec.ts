@@ -25,7 +25,8 @@ describe('authentication (SASL)', function () {
   const aliceHash = hashPassword('wonderland', 1024); // small N: fast tests, same code path
   before(async () => {
     tb = await startTestBroker({
-      auth: { anonymous: false, users: { dev: { password: 'devpass' }, alice: { scrypt: aliceHash }, nopass: {} } },
+      auth: { anonymous: false, users: { dev: { password: 'devpass' }, alice: { scrypt: aliceHash } } },
+      // (a user with neither password nor scrypt is refused at load since session 24: codec-audit.spec.ts)
     });
   });
   after(async () => { await tb?.stop(); });
@@ -42,8 +43,8 @@ describe('authentication (SASL)', function () {
     expect(bad.ok).to.equal(false);
   });
 
-  it('PLAIN with a wrong password, an unknown user or a user without a password fails and the socket is closed', async function () {
-    for (const opts of [{ username: 'dev', password: 'nope' }, { username: 'mallory', password: 'devpass' }, { username: 'nopass', password: 'x' }]) {
+  it('PLAIN with a wrong password or an unknown user fails and the socket is closed', async function () {
+    for (const opts of [{ username: 'dev', password: 'nope' }, { username: 'mallory', password: 'devpass' }]) {
       const res = await tryConnect(tb.url, opts);
       expect(res.ok, JSON.stringify(opts)).to.equal(false);
     }

@@ -4,12 +4,13 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { spawnBroker, startTestBroker, tempDir } from '../support/broker.js';
 import { send, receive, connect, openReceiver, openSender, collect } from '../support/client.js';
 
-// tools.md "tidemark": the listening line, and SIGINT/SIGTERM stop cleanly (exit 0) with
+// tools.md "tidemark": the listening line, and SIGINT/SIGTERM/SIGHUP stop cleanly (exit 0) with
 // in-flight deliveries released and storage flushed.
 describe('the broker process', function () {
   this.timeout(60000);
 
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  // SIGHUP is taken as SIGTERM (it used to end the process at once: session 24 audit).
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
     it(`${signal}: exits 0, unsettled deliveries go back, every accepted message survives`, async function () {
       const dir = tempDir();
       try {

@@ -14,6 +14,7 @@ import { RheaSink, deliverOutcome } from './sink.js';
 import { dropUnwrittenOnDetach, forgetUnsettled } from './sender-detach.js';
 import { FrameWriter } from './frame-writer.js';
 import { capabilities, nodeProperties, filters as sourceFilters, expandQpidAddress } from './terminus.js';
+import { oddMapSection } from '../../codec/message-bytes.js';
 import { TidemarkError, Conditions, toAmqpError, amqpInfo } from '../errors.js';
 import { ConfigError, type BrokerConfig } from '../config.js';
 import type { Consumer } from '../queue/delivery.js';
@@ -772,6 +773,13 @@ export class AmqpServer {
     if (!bytes) { settle(new TidemarkError(Conditions.decodeError, 'message could not be decoded')); return; }
     if (bytes.length > this.#backend.config.limits.maxMessageSize) {
       settle(new TidemarkError(Conditions.resourceLimit, `message of ${bytes.length} bytes exceeds max-message-size ${this.#backend.config.limits.maxMessageSize}`));
+      return;
+    }
+    // A map with a dangling key [AMQP 1.6.23]: rhea dropped the item, and the stored bytes
+    // broke every later delivery (message-bytes.ts oddMapSection).
+    const odd = oddMapSection(bytes);
+    if (odd) {
+      settle(new TidemarkError(Conditions.decodeError, `the ${odd.section} section is a map with an odd number of items (${odd.count}): a map holds key-value pairs [AMQP 1.6.23]; nothing was stored`));
       return;
     }
     const msg: InboundMessage = { bytes, message: ctx.message, receivedAt: Date.now(), attrs: {} };

@@ -8,7 +8,7 @@ import { TidemarkError, Conditions } from '../errors.js';
 import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn, writeU64 } from '../storage/keyspace.js';
 import type { BatchOp } from '../storage/store.js';
 import { encodeEvent, decodeEvent } from '../engine/event-record.js';
-import { rewriteMessage, decodeMessage } from '../../codec/message-bytes.js';
+import { rewriteMessage, decodeMessage, type HeaderFields } from '../../codec/message-bytes.js';
 import { Entry } from './entry.js';
 import { MessageList } from './message-list.js';
 import { MinHeap } from '../min-heap.js';
@@ -20,6 +20,8 @@ import { MessageEnv } from './filter-env.js';
 import { logger } from '../log.js';
 
 const log = logger('queue');
+/** Largest uint [AMQP 1.6.6]: where a redelivered message's delivery-count stays. */
+const MAX_UINT = 0xffffffff;
 
 /**
  * The queue as admission sees it: without the entries an earlier prepared event already drops
@@ -504,7 +506,7 @@ export class ListConsumer implements Consumer {
   skipEpoch = 0;
   closed = false;
   #caughtUp = false;
-  /** Its filter threw: it matches nothing more while its link closes. */
+  /** Its filter threw, or a delivery to it could not be built: it matches nothing more while its link closes. */
   #filterFailed = false;
   readonly #unsettled = new Set<Entry>();
   /** Entries this consumer refused as undeliverable-here: it leaves their `excluded` sets at close. */
@@ -523,9 +525,9 @@ export class ListConsumer implements Consumer {
   }
 
   matches(e: Entry): boolean {
+    if (this.#filterFailed) return false;
     const preds = this.req.predicates;
     if (preds.length === 0) return true;
-    if (this.#filterFailed) return false;
     // One env per entry: its JSON view is parsed once, whatever the number of consumers.
     const env = (e.env ??= new MessageEnv((e.view ??= decodeMessage(e.bytes))));
     try {
@@ -548,16 +550,34 @@ export class ListConsumer implements Consumer {
     this.opts.onCaughtUp?.();
   }
 
-  deliver(e: Entry, now: number): void {
+  /** The header to send `e` with (delivery-count, remaining ttl, first-acquirer), or null for the stored one. */
+  #header(e: Entry, now: number): HeaderFields | null {
     const h = e.header;
     // first-acquirer says no other link acquired it [AMQP 3.2.1]: not true once one has
     // (a publisher's header saying true was sent as is on every redelivery).
     const notFirst = e.acquiredBefore && h.first_acquirer === true;
     const needHeader = e.deliveryCount > 0 || e.expiresAt !== undefined || notFirst;
-    const header = needHeader ? { ...h, delivery_count: (h.delivery_count ?? 0) + e.deliveryCount, ttl: e.expiresAt !== undefined ? Math.max(1, e.expiresAt - now) : h.ttl, ...(notFirst ? { first_acquirer: false } : null) } : null;
+    if (!needHeader) return null;
+    // delivery-count is a uint [AMQP 3.2.1]: it stays at 2^32-1 (a publisher's 0xFFFFFFFF
+    // released once made 2^32, which the encoder refuses); what is not a number counts as 0.
+    const base = typeof h.delivery_count === 'number' && h.delivery_count >= 0 ? h.delivery_count : 0;
+    return { ...h, delivery_count: Math.min(MAX_UINT, base + e.deliveryCount), ttl: e.expiresAt !== undefined ? Math.max(1, e.expiresAt - now) : h.ttl, ...(notFirst ? { first_acquirer: false } : null) };
+  }
+
+  deliver(e: Entry, now: number): void {
+    // The bytes first: a throw here used to leave the entry acquired by this consumer (set by
+    // dispatch) but in no unsettled set, so no close released it until a restart.
+    let header: HeaderFields | null | undefined;
+    let bytes: Buffer;
+    try {
+      header = this.#header(e, now);
+      const ann = this.opts.annotate ? this.opts.annotate(e) : null;
+      bytes = rewriteMessage(e.bytes, e.sections, header, ann);
+    } catch (err) {
+      this.#undeliverable(e, header, err);
+      return;
+    }
     if (this.acquiring) e.acquiredBefore = true;
-    const ann = this.opts.annotate ? this.opts.annotate(e) : null;
-    const bytes = header || ann ? rewriteMessage(e.bytes, e.sections, header, ann) : rewriteMessage(e.bytes, e.sections, null, null);
     this.structure.queue.counters.delivered++;
     if (this.acquiring && !this.sink.presettled) {
       this.#unsettled.add(e);
@@ -570,6 +590,37 @@ export class ListConsumer implements Consumer {
       this.sink.send(bytes, undefined, { settled: this.sink.presettled, position: e.scn });
     }
     this.opts.onDelivered?.(e);
+  }
+
+  /**
+   * The delivery of `e` could not be built (`err`). When the message itself cannot be sent,
+   * whatever the link (its bytes fail without this link's annotations too), it would fail for
+   * every consumer: an acquiring link takes it out of the queue (as a rejected outcome would,
+   * logged at error with its SCN), a browsing one passes it (logged); the link goes on.
+   * Otherwise (this link's annotations) the entry is released for other consumers and this
+   * link alone is closed with amqp:internal-error naming the cause.
+   */
+  #undeliverable(e: Entry, header: HeaderFields | null | undefined, err: unknown): void {
+    const cause = (err as Error)?.message ?? String(err);
+    const q = this.structure.queue.name;
+    let own = true;
+    if (this.opts.annotate && header !== undefined) {
+      try { rewriteMessage(e.bytes, e.sections, header, null); own = false; } catch { /* the message's own */ }
+    }
+    if (own) {
+      if (this.acquiring) {
+        if (e.acquiredBy === this) e.acquiredBy = null;
+        log.error('message cannot be delivered: removed from the queue', { queue: q, link: this.sink.id, scn: e.scn, err });
+        this.structure.removeEntry(e, 'dropped');
+      } else {
+        log.error('message cannot be delivered: passed by this browser', { queue: q, link: this.sink.id, scn: e.scn, err });
+      }
+      return;
+    }
+    log.error('delivery could not be built: link detached', { queue: q, link: this.sink.id, scn: e.scn, err });
+    this.#filterFailed = true;
+    if (this.acquiring && e.acquiredBy === this) this.structure.released(e);
+    this.sink.close(new TidemarkError(Conditions.internal, `a message (SCN ${e.scn}) could not be encoded for this link (${cause}); link detached, the message stays in the queue`));
   }
 
   #settled(e: Entry, o: Outcome): void {

@@ -24,6 +24,7 @@ import { encodeCheckpoint, checkpointMap, snapshotCheckpoint, snapshotCheckpoint
 import { HistoricalScan } from './historical-scan.js';
 import { CurrentSnapshot } from './current-snapshot.js';
 import { SowStructure, eventFromLog, type SowEvent } from './sow-structure.js';
+import { showKey } from './sow-key.js';
 import { PageIndex, type PageEntry } from './paging.js';
 import { SLICE_MS, TopN, sortInSlices, sortValues, sortableCompare, type Sortable } from './sorted-answer.js';
 import type { Command, CommandOptions } from './options.js';
@@ -674,10 +675,25 @@ export class SowConsumer implements Consumer {
     // event by event, in SCN order, before it (wire.md 5).
     if (ev && this.#plan.options.conflation && this.#phase === 'events' && ev.scn > this.#replayTarget) { this.#conflate(bytes, ann, ev, prev); return; }
     if (ev && this.#plan.checkpoint) ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#eventCheckpoint(ev));
-    const idx = indexSections(bytes);
-    const out = rewriteMessageSplit(bytes, idx, exp === undefined ? null : this.#remainingTtl(bytes, idx, exp), ann);
+    let out;
+    try {
+      const idx = indexSections(bytes);
+      out = rewriteMessageSplit(bytes, idx, exp === undefined ? null : this.#remainingTtl(bytes, idx, exp), ann);
+    } catch (err) {
+      throw this.#unencodable(err, ann);
+    }
     this.#s.queue.counters.delivered++;
     this.#sink.sendSplit(out, undefined, { settled: this.#sink.presettled, position: ev ? ev.scn : -1 });
+  }
+
+  /**
+   * A delivery that could not be built (nothing is acquired on a SOW link: the link fails,
+   * #fail, and nothing is left held): the error naming the record and the cause.
+   */
+  #unencodable(err: unknown, ann: Record<string, unknown>): TidemarkError {
+    log.error('SOW delivery could not be built: link detached', { queue: this.#s.queue.name, key: ann['x-opt-tm-key'], err });
+    const scn = (ann['x-opt-tm-scn'] as { value?: unknown } | undefined)?.value;
+    return new TidemarkError(Conditions.internal, `the record ${showKey(String(ann['x-opt-tm-key'] ?? ''))}${scn !== undefined ? ` (SCN ${String(scn)})` : ''} could not be encoded for this link (${(err as Error)?.message ?? String(err)}); link detached`);
   }
 
   /** The header of a record with a TTL, its ttl the time left (wire.md 1: only the remaining ttl changes). */
@@ -718,8 +734,15 @@ export class SowConsumer implements Consumer {
       this.#conflated.delete(k);
       // Its checkpoint passes no event still held for another key (a resume from it would lose it).
       if (this.#plan.checkpoint) m.ann['x-opt-tm-checkpoint'] = encodeCheckpoint(this.#checkpointNow());
-      const idx = indexSections(m.bytes);
-      const out = rewriteMessage(m.bytes, idx, m.ev.exp === undefined ? null : this.#remainingTtl(m.bytes, idx, m.ev.exp), m.ann);
+      let out: Buffer;
+      try {
+        const idx = indexSections(m.bytes);
+        out = rewriteMessage(m.bytes, idx, m.ev.exp === undefined ? null : this.#remainingTtl(m.bytes, idx, m.ev.exp), m.ann);
+      } catch (err) {
+        // (from a timer: thrown on, it would reach no handler)
+        this.#fail(this.#unencodable(err, m.ann));
+        return;
+      }
       this.#s.queue.counters.delivered++;
       this.#sink.send(out, undefined, { settled: this.#sink.presettled, position: m.ev.scn });
     }

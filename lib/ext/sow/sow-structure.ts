@@ -14,7 +14,7 @@ import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn, scnBytes } from '.
 import { encodeEvent, decodeEvent, eventTs, eventIsDelete, eventMessage, eventKept, type EventMeta } from '../../core/engine/event-record.js';
 import { TidemarkError, Conditions, type Condition } from '../../core/errors.js';
 import { jsonBody, MAX_JSON_DEPTH } from '../../codec/json-body.js';
-import { encodeMessage, decodeMessage } from '../../codec/message-bytes.js';
+import { encodeMessage, decodeMessage, invalidUtf8Section } from '../../codec/message-bytes.js';
 import { sowKey, sowKeyOf, histKey, parseHistKey, sameHistKey, timeKey, tombKey, tombKeyOf, tombFloorKey, encodeTombFloor, decodeTombFloor, formKey, RECORDS_IN_HIST, TIME, HIST, SOW, TOMB } from './tables.js';
 import { extractKey, keyFault, showKey, type KeySpec } from './sow-key.js';
 import { logger } from '../../core/log.js';
@@ -267,6 +267,14 @@ export class SowStructure implements QueueStructure {
         throw new TidemarkError(Conditions.invalidField, `queue ${q.name}: the SOW key at ${k.malformed} (sow.key=${this.settings.key.text}), ${showKey(k.value)}, ${k.fault}`);
       }
       key = k.key;
+    }
+    // rhea reads a string that is not valid UTF-8 with U+FFFD for the bad bytes: two keys (or
+    // string bodies) differing only there became one record. Only a key or string body showing
+    // U+FFFD can have come from such bytes; those are checked against the bytes (a native
+    // check, no copy). Binary JSON bodies are checked as they are read (json-body.ts).
+    if (key.includes('\ufffd') || (typeof m.body === 'string' && m.body.includes('\ufffd'))) {
+      const bad = invalidUtf8Section(msg.bytes);
+      if (bad) throw new TidemarkError(Conditions.decodeError, `queue ${q.name}: the ${bad} section holds a string that is not valid UTF-8 (read with U+FFFD for the invalid bytes, distinct SOW keys would share one record); nothing was stored`);
     }
     const ts = msg.receivedAt;
     const prev = this.records.get(key);
