@@ -448,7 +448,7 @@ function keptAnnotationPairsFast(b: Buffer, s: number, e: number): KeptPairs | n
   const raw: Buffer[] = [];
   let count = 0, length = 0;
   let runStart = -1; // start of the current run of kept pairs
-  // An odd count (a dangling key, refused at receive since session 24 but possibly stored
+  // An odd count (a dangling key, refused at receive since session 23 but possibly stored
   // before): the pairs as rhea reads them, the last item skipped (see keptAnnotationPairs).
   for (let i = 0; i + 1 < n; i += 2) {
     const ks = q;

@@ -26,7 +26,7 @@ describe('authentication (SASL)', function () {
   before(async () => {
     tb = await startTestBroker({
       auth: { anonymous: false, users: { dev: { password: 'devpass' }, alice: { scrypt: aliceHash } } },
-      // (a user with neither password nor scrypt is refused at load since session 24: codec-audit.spec.ts)
+      // (a user with neither password nor scrypt is refused at load since session 23: codec-audit.spec.ts)
     });
   });
   after(async () => { await tb?.stop(); });

@@ -9,7 +9,7 @@ import { send, receive, connect, openReceiver, openSender, collect } from '../su
 describe('the broker process', function () {
   this.timeout(60000);
 
-  // SIGHUP is taken as SIGTERM (it used to end the process at once: session 24 audit).
+  // SIGHUP is taken as SIGTERM (it used to end the process at once: session 23 audit).
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
     it(`${signal}: exits 0, unsettled deliveries go back, every accepted message survives`, async function () {
       const dir = tempDir();

@@ -1,5 +1,5 @@
 /**
- * Codec audit (session 24): maps with an odd item count refused at receive (they broke every
+ * Codec audit (session 23): maps with an odd item count refused at receive (they broke every
  * later delivery of the message), a delivery that cannot be built no longer strands a list
  * message, a header delivery-count at 2^32-1 redelivered, SOW keys from bytes that are not
  * valid UTF-8, JSON content types, and what a connection close says about an empty transfer
@@ -35,7 +35,7 @@ async function sendRaw(conn: Conn, target: unknown, payloads: Buffer[]): Promise
   })));
 }
 
-describe('codec audit (session 24)', function () {
+describe('codec audit (session 23)', function () {
   this.timeout(30000);
   const b = useBroker();
   let conn: Conn;

@@ -7,7 +7,7 @@ import { CoreTables, queuePrefix, prefixEnd } from '../../lib/core/storage/keysp
 import { encodeEvent, decodeEvent } from '../../lib/core/engine/event-record.js';
 import { rmSync } from 'node:fs';
 
-// Queue-kind review (session 24): LVQ with a reject limit, LVQ key types, the create-on-demand
+// Queue-kind review (session 23): LVQ with a reject limit, LVQ key types, the create-on-demand
 // `durable` property, 64-bit integer arguments.
 describe('queue kinds audit', function () {
   let tb: TestBroker;

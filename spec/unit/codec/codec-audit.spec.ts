@@ -1,5 +1,5 @@
 /**
- * Codec audit (session 24): maps with an odd item count, strings that are not valid UTF-8,
+ * Codec audit (session 23): maps with an odd item count, strings that are not valid UTF-8,
  * JSON content types and encodings, users configured with a hash under `password`.
  */
 import { expect } from 'chai';

@@ -64,7 +64,7 @@ const ref = (() => {
     const raw: Buffer[] = [];
     let count = 0;
     // An odd count: the pairs, the dangling last item skipped (as rhea's decoder reads such a
-    // map; reading on past the map threw on every delivery, codec audit of session 24).
+    // map; reading on past the map threw on every delivery, codec audit of session 23).
     for (let i = 0; i + 1 < n; i += 2) {
       const ks = r.position;
       const key = r.read();
