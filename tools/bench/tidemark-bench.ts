@@ -139,7 +139,12 @@ main(async () => {
     const q = queueFor(t, r);
     const brokerPid = t.side === 'A' ? argv['broker-pid'] : argv['vs-broker-pid'];
     if (workloads.includes('publish') || workloads.includes('consume')) {
-      const pub = await guarded(() => W.withBrokerCpu(brokerPid, 'accepted', () => W.publish(t, q, load, progress)) as any);
+      // An existing queue (declare none) is emptied first, untimed: consume must read this round's messages, as many as the other side's.
+      const pub = await guarded(async () => {
+        const leftover = t.declare === 'none' ? await W.drainQueue(t, q, load.window) : 0;
+        const res = await W.withBrokerCpu(brokerPid, 'accepted', () => W.publish(t, q, load, progress));
+        return (t.declare === 'none' ? { ...res, leftover_drained: leftover } : res) as any;
+      });
       if (workloads.includes('publish')) out.publish = pub;
       if (workloads.includes('consume')) {
         const n = typeof pub.accepted === 'number' ? (pub.accepted as number) : 0;
@@ -149,7 +154,7 @@ main(async () => {
     if (workloads.includes('memory')) {
       out.memory = await guarded(() => W.memory(t, queueFor(t, r, '-mem'), load, argv['memory-from'], argv['memory-to'], brokerPid, progress) as any);
     }
-    if (workloads.includes('latency')) out.latency = await guarded(() => W.latency(t, queueFor(t, r, '-lat'), load, argv['latency-rate'], argv['latency-count'], progress, argv['latency-trace'] ? { file: argv['latency-trace'], side: t.side, round: r } : undefined) as any);
+    if (workloads.includes('latency')) out.latency = await guarded(async () => (t.declare === 'none' ? W.drainQueue(t, queueFor(t, r, '-lat'), load.window) : Promise.resolve(0)).then(() => W.latency(t, queueFor(t, r, '-lat'), load, argv['latency-rate'], argv['latency-count'], progress, argv['latency-trace'] ? { file: argv['latency-trace'], side: t.side, round: r } : undefined)) as any);
     const sowWanted = SOW_WORKLOADS.filter((w) => workloads.includes(w));
     if (sowWanted.length) {
       const why = !t.tidemark ? `peer lacks Tidemark SOW (product: ${t.product})` : t.declare !== 'sow' ? `queue is not declared as a SOW queue (declare=${t.declare})` : '';
@@ -320,6 +325,12 @@ function renderTable(out: any, targets: W.Target[]): string {
     if (e.B_skipped && !e.A_skipped) lines.push(`  ${w} on B skipped: ${e.B_skipped}`);
     if (e.A_skipped && two) lines.push(`  ${w} on A skipped: ${e.A_skipped}`);
     for (const side of ['A', 'B']) if (e[`${side}_errors`]) lines.push(`  ${w} on ${side} failed: ${e[`${side}_errors`][0]}`);
+  }
+  // What the publish rate left out (it counts accepted messages only; nothing is retried), and what an existing queue held before a round.
+  for (const r of out.rounds) for (const side of ['A', 'B']) {
+    const p = r.results[side]?.publish;
+    if (p && typeof p.accepted === 'number' && p.rejected + p.released + p.modified > 0) lines.push(`  round ${r.round} publish on ${side}: ${p.accepted} accepted, ${p.rejected} rejected, ${p.released} released, ${p.modified} modified (the rate counts accepted only)`);
+    if (p && p.leftover_drained > 0) lines.push(`  round ${r.round} on ${side}: ${p.leftover_drained} message(s) left in ${out.targets.find((t: any) => t.side === side)?.address} drained before publishing`);
   }
   const lat = out.rounds.map((r: any) => ['A', 'B'].map((s) => r.results[s]?.latency).filter(Boolean));
   if (lat.flat().some((l: any) => typeof l.p50_ms === 'number')) {

@@ -109,12 +109,15 @@ export function openSender(c: Conn, target: Record<string, unknown>, timeoutMs =
 }
 
 /** Opens a receiver with manual (credit_window 0) or automatic credit; resolves on attach. */
-export function openReceiver(c: Conn, source: Record<string, unknown>, opts: { creditWindow: number; autoaccept?: boolean; presettled?: boolean }, timeoutMs = 10000): Promise<any> {
+export function openReceiver(c: Conn, source: Record<string, unknown>, opts: { creditWindow: number; autoaccept?: boolean; presettled?: boolean; onMessage?: (ctx: any) => void }, timeoutMs = 10000): Promise<any> {
   return new Promise((resolve, reject) => {
     const rcv = c.connection.open_receiver({
       source, credit_window: opts.creditWindow, autoaccept: opts.autoaccept ?? true,
       ...(opts.presettled ? { snd_settle_mode: 1 } : {}),
     });
+    // Listening from the start: transfers that arrive in the same read as the attach are
+    // dispatched before the promise's continuation runs, and would be accepted uncounted.
+    if (opts.onMessage) rcv.on('message', opts.onMessage);
     let done = false;
     const finish = (e?: Error) => { if (done) return; done = true; clearTimeout(t); e ? reject(e) : resolve(rcv); };
     const t = setTimeout(() => finish(new Error(`receiver attach to ${source.address} not answered in ${timeoutMs / 1000}s`)), timeoutMs);
@@ -126,6 +129,29 @@ export function openReceiver(c: Conn, source: Record<string, unknown>, opts: { c
     rcv.once('receiver_close', () => finish(new Error(`receiver from ${source.address} refused: ${describe(rcv.error)}`)));
     rcv.once('receiver_error', () => finish(new Error(`receiver from ${source.address} refused: ${describe(rcv.error)}`)));
   });
+}
+
+/**
+ * Calls `fail` once if the connection drops or the link is detached by the peer while a
+ * workload runs (connections never reconnect: connectPlan sets reconnect false), so a broker
+ * that goes away mid-run fails the run at once and clearly, not after a stall timeout.
+ * Returns a function that stops watching (call it before closing on purpose).
+ */
+export function watchLoss(c: Conn, link: any, what: string, fail: (e: Error) => void): () => void {
+  let on = true;
+  const lost = (why: string) => { if (on) { on = false; fail(new Error(`${what}: ${why}`)); } };
+  const onDisc = (ctx: any) => lost(`connection lost${ctx?.error ? ` (${describe(ctx.error)})` : ''}`);
+  const onConnClose = () => lost(`connection closed by the broker: ${describe(c.connection.remote?.close?.error ?? c.connection.error)}`);
+  const onLinkClose = () => lost(`link detached by the broker: ${describe(link?.error)}`);
+  c.connection.on('disconnected', onDisc);
+  c.connection.on('connection_close', onConnClose);
+  if (link) { link.on(link.is_receiver?.() ? 'receiver_close' : 'sender_close', onLinkClose); }
+  return () => {
+    on = false;
+    c.connection.removeListener('disconnected', onDisc);
+    c.connection.removeListener('connection_close', onConnClose);
+    if (link) link.removeListener(link.is_receiver?.() ? 'receiver_close' : 'sender_close', onLinkClose);
+  };
 }
 
 /** Tidemark source filters (wire.md 4), encoded as described values. */

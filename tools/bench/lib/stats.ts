@@ -3,7 +3,9 @@
 /** The p-th percentile (0..100) by nearest rank; NaN for an empty sample. */
 export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return NaN;
-  const rank = Math.ceil((p / 100) * sorted.length);
+  // (p / 100) * n in floating point can land just above an integer (99.9 / 100 * 5000 =
+  // 4995.000000000001), which would take the next rank: round it to 9 decimals first.
+  const rank = Math.ceil(Math.round((p / 100) * sorted.length * 1e9) / 1e9);
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
 }
 

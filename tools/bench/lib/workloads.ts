@@ -5,7 +5,8 @@
  * messages only (Tidemark's group/completed markers are not counted).
  */
 import { appendFile, readFile, stat } from 'node:fs/promises';
-import { r, connect, openSender, openReceiver, tmFilters, cmdOf, scnOf, isMarker, type Conn } from './amqp.js';
+import { execFileSync } from 'node:child_process';
+import { r, connect, openSender, openReceiver, watchLoss, tmFilters, cmdOf, scnOf, isMarker, type Conn } from './amqp.js';
 import { percentile } from './stats.js';
 import type { Progress } from './progress.js';
 
@@ -86,16 +87,30 @@ function readBackSource(t: Target, queue: string): Record<string, unknown> {
   return { address: queue };
 }
 
-export interface PublishResult { accepted: number; rejected: number; released: number; modified: number; seconds: number; rate: number; mb_per_s: number }
+export interface PublishResult { accepted: number; rejected: number; released: number; modified: number; seconds: number; rate: number; mb_per_s: number; max_unsettled: number; leftover_drained?: number }
 
-/** Publishes `load.count` durable messages over `load.keys` keys with at most `load.window` unsettled. */
+/** The outcome a settled delivery carries ('none' when the broker settled it without one). */
+function outcomeOf(delivery: any): 'accepted' | 'rejected' | 'released' | 'modified' | 'none' {
+  const name = delivery?.remote_state?.constructor?.composite_type;
+  return name === 'accepted' || name === 'rejected' || name === 'released' || name === 'modified' ? name : 'none';
+}
+
+/**
+ * Publishes `load.count` durable messages over `load.keys` keys with at most `load.window`
+ * unsettled. Each delivery is counted once, when the broker settles it, by the outcome it
+ * carries: rhea's outcome events are not one per delivery (a `modified` outcome is also
+ * dispatched as `released`, and an unsettled disposition followed by the settled one fires
+ * the event twice). Only `accepted` counts towards the rate; nothing is retried.
+ */
 export async function publish(t: Target, queue: string, load: Load, progress: Progress, opts: { keyOffset?: number; label?: string } = {}): Promise<PublishResult> {
   const c = await connect(t.url, t.connectionOptions);
+  let unwatch = () => {};
   try {
     const s = await openSender(c, senderTarget(t, queue));
     progress.begin(opts.label ?? `publish ${t.side}`, load.count);
     const res = await new Promise<PublishResult>((resolve, reject) => {
-      let sent = 0; let settled = 0; let accepted = 0; let rejected = 0; let released = 0; let modified = 0;
+      let sent = 0; let settled = 0; let maxUnsettled = 0;
+      const n = { accepted: 0, rejected: 0, released: 0, modified: 0, none: 0 };
       let start = 0;
       const stall = setInterval(() => { if (performance.now() - lastActivity > 30000) fail(new Error(`publish to ${t.url} ${queue} stalled at ${settled}/${load.count} settled`)); }, 1000);
       let lastActivity = performance.now();
@@ -103,7 +118,8 @@ export async function publish(t: Target, queue: string, load: Load, progress: Pr
       const finish = () => {
         const seconds = (performance.now() - start) / 1000;
         clearInterval(stall);
-        resolve({ accepted, rejected, released, modified, seconds, rate: accepted / seconds, mb_per_s: (accepted * load.size) / seconds / 1e6 });
+        if (n.none) { reject(new Error(`publish to ${queue}: ${n.none} message(s) settled by the broker without an outcome`)); return; }
+        resolve({ accepted: n.accepted, rejected: n.rejected, released: n.released, modified: n.modified, seconds, rate: n.accepted / seconds, mb_per_s: (n.accepted * load.size) / seconds / 1e6, max_unsettled: maxUnsettled });
       };
       const pump = () => {
         if (start === 0) start = performance.now();
@@ -111,26 +127,59 @@ export async function publish(t: Target, queue: string, load: Load, progress: Pr
           const i = sent++;
           s.send(encodedMessage(i, (i + (opts.keyOffset ?? 0)) % load.keys, load.size), undefined, 0);
         }
+        if (sent - settled > maxUnsettled) maxUnsettled = sent - settled;
       };
-      const outcome = (kind: 'a' | 'j' | 'r' | 'm') => () => {
+      const counted = new WeakSet<object>();
+      s.on('settled', (ctx: any) => {
+        const d = ctx.delivery;
+        if (!d || counted.has(d)) return;
+        counted.add(d);
         lastActivity = performance.now();
         settled++;
-        if (kind === 'a') accepted++; else if (kind === 'j') rejected++; else if (kind === 'r') released++; else modified++;
+        n[outcomeOf(d)]++;
         progress.update(settled);
         if (settled === load.count) finish(); else pump();
-      };
-      s.on('accepted', outcome('a'));
-      s.on('rejected', outcome('j'));
-      s.on('released', outcome('r'));
-      s.on('modified', outcome('m'));
+      });
       s.on('sendable', pump);
-      s.on('sender_close', () => fail(new Error(`sender detached: ${s.error ? JSON.stringify(s.error) : ''}`)));
-      c.connection.on('disconnected', () => fail(new Error('disconnected during publish')));
+      unwatch = watchLoss(c, s, `publish to ${queue}`, fail);
       pump();
     });
     progress.end();
     return res;
-  } finally { progress.end(); await c.close(); }
+  } finally { unwatch(); progress.end(); await c.close(); }
+}
+
+/**
+ * Empties an existing queue (one the bench does not declare, `--declare none`) before a run
+ * uses it: messages an earlier round or run left there would otherwise be read back by
+ * `consume` (in place of this round's, and at another depth than the other broker's) or sit
+ * in front of the latency run's messages. Rounds of `window` credit in drain mode, one at a
+ * time, each message accepted: a round answered by the drained flow with no message in it
+ * ends the drain. A round whose credit was used up without that flow (the peer need not send
+ * one then) is followed by the next after 250 ms; a peer that ignores drain altogether ends
+ * it after `quietMs` without a delivery. Not timed. Resolves with the messages removed.
+ */
+export async function drainQueue(t: Target, queue: string, window: number, quietMs = 2000): Promise<number> {
+  const c = await connect(t.url, t.connectionOptions);
+  let unwatch = () => {};
+  try {
+    let n = 0; let inRound = 0;
+    let onMessage: (ctx: any) => void = () => {}; // no credit is given before the handler below is set
+    const rcv = await openReceiver(c, { address: queue }, { creditWindow: 0, autoaccept: true, onMessage: (ctx) => onMessage(ctx) });
+    return await new Promise<number>((resolve, reject) => {
+      let quiet: NodeJS.Timeout | undefined; let next: NodeJS.Timeout | undefined;
+      const end = (e?: Error) => { clearTimeout(quiet); clearTimeout(next); unwatch(); e ? reject(e) : resolve(n); };
+      const arm = () => { clearTimeout(quiet); quiet = setTimeout(() => end(), quietMs); };
+      const round = () => { clearTimeout(next); next = undefined; inRound = 0; rcv.drain = true; rcv.add_credit(window); arm(); };
+      onMessage = () => {
+        n++; inRound++; arm();
+        if (inRound === window) next = setTimeout(round, 250);
+      };
+      rcv.on('receiver_drained', () => { if (inRound === 0) end(); else round(); });
+      unwatch = watchLoss(c, rcv, `draining ${queue}`, end);
+      round();
+    });
+  } finally { unwatch(); await c.close(); }
 }
 
 export interface ConsumeResult { received: number; seconds: number; rate: number; credit_window: number }
@@ -138,25 +187,29 @@ export interface ConsumeResult { received: number; seconds: number; rate: number
 /** Reads `count` messages back with a credit window of `window`, accepting each. */
 export async function consume(t: Target, queue: string, count: number, window: number, progress: Progress, label = `consume ${t.side}`): Promise<ConsumeResult> {
   const c = await connect(t.url, t.connectionOptions);
+  let unwatch = () => {};
   try {
     const start = performance.now();
     let received = 0;
     progress.begin(label, count);
-    const rcv = await openReceiver(c, readBackSource(t, queue), { creditWindow: window, autoaccept: true });
     const seconds = await new Promise<number>((resolve, reject) => {
       let last = performance.now();
-      const stall = setInterval(() => { if (performance.now() - last > 15000) { clearInterval(stall); reject(new Error(`consume from ${queue} stalled at ${received}/${count}`)); } }, 500);
-      rcv.on('message', (ctx: any) => {
-        if (isMarker(ctx.message)) return;
+      const fail = (e: Error) => { clearInterval(stall); reject(e); };
+      const stall = setInterval(() => { if (performance.now() - last > 15000) fail(new Error(`consume from ${queue} stalled at ${received}/${count}`)); }, 500);
+      const onMessage = (ctx: any) => {
+        if (isMarker(ctx.message) || received >= count) return;
         last = performance.now();
         received++;
         progress.update(received);
         if (received === count) { clearInterval(stall); resolve((performance.now() - start) / 1000); }
-      });
+      };
+      openReceiver(c, readBackSource(t, queue), { creditWindow: window, autoaccept: true, onMessage }).then((rcv) => {
+        unwatch = watchLoss(c, rcv, `consume from ${queue}`, (e) => fail(new Error(`${e.message} after ${received}/${count}`)));
+      }, fail);
     });
     progress.end();
     return { received, seconds, rate: received / seconds, credit_window: window };
-  } finally { progress.end(); await c.close(); }
+  } finally { unwatch(); progress.end(); await c.close(); }
 }
 
 /** Where `latency` appends one line per message (`--latency-trace`), and what to label them with. */
@@ -165,7 +218,7 @@ export interface LatencyTrace { file: string; side: string; round: number }
 export const LATENCY_TRACE_HEADER = 'side,round,queue,sent_mono_ms,latency_ms';
 
 /**
- * One CSV line per received message, its send time on CLOCK_MONOTONIC in ms (the clock of
+ * One CSV line per received message, its scheduled send time on CLOCK_MONOTONIC in ms (the clock of
  * `perf record -k mono`), so a slow message can be put next to a scheduler trace of the
  * same seconds (docs/performance.md, "Where the latency tail comes from").
  */
@@ -183,7 +236,8 @@ export interface LatencyResult { sent: number; received: number; rate_target: nu
 /**
  * End-to-end latency at a fixed rate: a consumer attached first (on a SOW queue a live
  * `subscribe`), then `count` durable messages paced at `rate` msg/s, each carrying its send
- * time; latency = receive time - send time, same process clock.
+ * scheduled send time; latency = receive time - scheduled send time, same process clock
+ * (so time a message waited to be sent counts: no coordinated omission).
  */
 export async function latency(t: Target, queue: string, load: Load, rate: number, count: number, progress: Progress, trace?: LatencyTrace): Promise<LatencyResult> {
   const cr = await connect(t.url, t.connectionOptions);
@@ -193,13 +247,16 @@ export async function latency(t: Target, queue: string, load: Load, rate: number
     const s = await openSender(cs, senderTarget(t, queue));
     const src = t.declare === 'sow' ? { address: queue, filter: tmFilters({ command: 'subscribe' }) } : { address: queue };
     const rcv = await openReceiver(cr, src, { creditWindow: load.window, autoaccept: true });
+    let fail: (e: Error) => void = () => {};
+    const unwatch = [watchLoss(cr, rcv, `latency receiver on ${queue}`, (e) => fail(e)), watchLoss(cs, s, `latency sender on ${queue}`, (e) => fail(e))];
     const lat = new Float64Array(count);
     const sentAt = trace ? new Float64Array(count) : undefined;
     let received = 0; let sent = 0;
     progress.begin(`latency ${t.side} @${rate}/s`, count);
     await new Promise<void>((resolve, reject) => {
       let last = performance.now();
-      const stall = setInterval(() => { if (performance.now() - last > 15000) { clearInterval(stall); clearInterval(tick); reject(new Error(`latency run on ${queue} stalled at ${received}/${count}`)); } }, 500);
+      fail = (e: Error) => { clearInterval(stall); clearInterval(tick); reject(e); };
+      const stall = setInterval(() => { if (performance.now() - last > 15000) fail(new Error(`latency run on ${queue} stalled at ${received}/${count}`)); }, 500);
       rcv.on('message', (ctx: any) => {
         if (isMarker(ctx.message)) return;
         const ts = ctx.message.application_properties?.bench_ts;
@@ -211,16 +268,20 @@ export async function latency(t: Target, queue: string, load: Load, rate: number
         if (received === count) { clearInterval(stall); resolve(); }
       });
       const t0 = performance.now();
-      // pace by schedule, not by interval count: timers drift, the schedule does not
+      // Pace by schedule, not by interval count: timers drift, the schedule does not. Each
+      // message carries the time it was due (t0 + i/rate), not the time it left: a sender held
+      // back (no credit, a late timer) would otherwise leave the wait out of the latency
+      // (coordinated omission) and the messages sent late in a burst would look fast.
       const tick = setInterval(() => {
         const due = Math.min(count, Math.floor(((performance.now() - t0) / 1000) * rate) + 1);
-        while (sent < due && s.sendable()) { const i = sent++; s.send(message(i, i % load.keys, load.size, performance.now())); }
+        while (sent < due && s.sendable()) { const i = sent++; s.send(message(i, i % load.keys, load.size, t0 + (i * 1000) / rate)); }
         if (sent >= count) clearInterval(tick);
       }, 1);
     });
+    for (const u of unwatch) u();
     progress.end();
     if (trace && sentAt) await writeLatencyTrace(trace, queue, sentAt.subarray(0, received), lat.subarray(0, received));
-    const sorted = lat.slice(0, received).sort();
+    const sorted = lat.slice(0, received).sort(); // a Float64Array: sorts by value
     return {
       sent, received, rate_target: rate,
       p50_ms: percentile(sorted, 50), p90_ms: percentile(sorted, 90), p99_ms: percentile(sorted, 99),
@@ -230,17 +291,20 @@ export async function latency(t: Target, queue: string, load: Load, rate: number
 }
 
 /** Reads a Tidemark command stream until `group_end` (or `until` says stop). */
-function readGroup(rcv: any, opts: { until?: (records: number, m: any) => boolean; timeoutMs?: number; onRecord?: (n: number) => void } = {}): Promise<{ records: number; groupEndScn: number; firstRecordMs: number; endMs: number }> {
+function readGroup(rcv: any, opts: { until?: (records: number, m: any) => boolean; timeoutMs?: number; onRecord?: (n: number) => void; conn?: Conn } = {}): Promise<{ records: number; groupEndScn: number; firstRecordMs: number; endMs: number }> {
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
     let records = 0; let first = NaN; let last = performance.now();
-    const stall = setInterval(() => { if (performance.now() - last > (opts.timeoutMs ?? 20000)) { clearInterval(stall); reject(new Error(`no group_end after ${records} records`)); } }, 500);
+    const fail = (e: Error) => { clearInterval(stall); unwatch(); reject(e); };
+    const stall = setInterval(() => { if (performance.now() - last > (opts.timeoutMs ?? 20000)) fail(new Error(`no group_end after ${records} records`)); }, 500);
+    const unwatch = opts.conn ? watchLoss(opts.conn, rcv, `stream from ${rcv.source?.address ?? 'the queue'}`, (e) => fail(new Error(`${e.message} after ${records} records`))) : () => {};
     rcv.on('message', (ctx: any) => {
       last = performance.now();
       const m = ctx.message;
       const cmd = cmdOf(m);
       if (cmd === 'group_end') {
         clearInterval(stall);
+        unwatch();
         resolve({ records, groupEndScn: scnOf(m), firstRecordMs: first, endMs: performance.now() - t0 });
         return;
       }
@@ -270,7 +334,7 @@ export async function sowQuery(t: Target, queue: string, window: number, progres
     progress.begin(bookmark ? `historical ${t.side}` : `sow query ${t.side}`, expect ?? 1);
     const t0 = performance.now();
     const rcv = c.connection.open_receiver({ source: { address: queue, filter: tmFilters({ command: 'sow', ...(bookmark ? { bookmark } : {}) }) }, credit_window: window, autoaccept: true, ...(presettled ? { snd_settle_mode: 1 } : {}) });
-    const g = await readGroup(rcv, { onRecord: (n) => progress.update(n), timeoutMs });
+    const g = await readGroup(rcv, { onRecord: (n) => progress.update(n), timeoutMs, conn: c });
     const seconds = (performance.now() - t0) / 1000;
     progress.end();
     return { records: g.records, seconds, rate: g.records / seconds, group_end_scn: g.groupEndScn, first_record_ms: g.firstRecordMs };
@@ -305,7 +369,7 @@ export async function sowAndSubscribe(t: Target, ds: SowDataset, size: number, w
     progress.begin(`sow_and_subscribe ${t.side}`, ds.keys);
     const t0 = performance.now();
     const rcv = cr.connection.open_receiver({ source: { address: ds.queue, filter: tmFilters({ command: 'sow_and_subscribe' }) }, credit_window: window, autoaccept: true });
-    const g = await readGroup(rcv, { onRecord: (n) => progress.update(n) });
+    const g = await readGroup(rcv, { onRecord: (n) => progress.update(n), conn: cr });
     const tEnd = performance.now();
     const firstLive = await new Promise<number>((resolve) => {
       const timer = setTimeout(() => resolve(NaN), 5000);
@@ -351,10 +415,11 @@ export async function bootstrap(t: Target, ds: SowDataset, size: number, window:
       let records = 0, events = 0, last = performance.now(), preparing = false;
       const stall = setInterval(() => { if (!preparing && performance.now() - last > 15000) { clearInterval(stall); reject(new Error(`bootstrap stalled after ${records} records, ${events} events`)); } }, 500);
       stall.unref?.();
+      const unwatch = watchLoss(cr, rcv, `bootstrap from ${ds.queue}`, (e) => { clearInterval(stall); reject(new Error(`${e.message} after ${records} records, ${events} events`)); });
       rcv.on('message', (ctx: any) => {
         last = performance.now();
         const cmd = cmdOf(ctx.message);
-        if (cmd === 'completed') { clearInterval(stall); resolve({ records, events }); return; }
+        if (cmd === 'completed') { clearInterval(stall); unwatch(); resolve({ records, events }); return; }
         if (cmd === 'sow') { records++; progress.update(records + events); } else if (cmd === 'publish' || cmd === 'delete') { events++; progress.update(records + events); }
         // group_begin comes once the snapshot point is fixed (its checkpoint names it).
         if (catchup > 0 && cmd === 'group_begin' && !preparing && paused === 0) {
@@ -390,14 +455,16 @@ export async function replay(t: Target, queue: string, fromScn: number, count: n
     const rcv = c.connection.open_receiver({ source: { address: queue, filter: tmFilters({ command: 'subscribe', bookmark: String(fromScn) }) }, credit_window: window, autoaccept: true });
     const events = await new Promise<number>((resolve, reject) => {
       let n = 0; let last = performance.now();
-      const stall = setInterval(() => { if (performance.now() - last > 15000) { clearInterval(stall); reject(new Error(`replay stalled at ${n}/${count}`)); } }, 500);
+      const fail = (e: Error) => { clearInterval(stall); unwatch(); reject(e); };
+      const stall = setInterval(() => { if (performance.now() - last > 15000) fail(new Error(`replay stalled at ${n}/${count}`)); }, 500);
+      const unwatch = watchLoss(c, rcv, `replay from ${queue}`, (e) => fail(new Error(`${e.message} after ${n}/${count}`)));
       rcv.on('message', (ctx: any) => {
         last = performance.now();
-        if (cmdOf(ctx.message) === 'completed') { clearInterval(stall); resolve(n); return; }
+        if (cmdOf(ctx.message) === 'completed') { clearInterval(stall); unwatch(); resolve(n); return; }
         if (isMarker(ctx.message)) return;
         n++;
         progress.update(n);
-        if (n === count) { clearInterval(stall); resolve(n); }
+        if (n === count) { clearInterval(stall); unwatch(); resolve(n); }
       });
     });
     const seconds = (performance.now() - t0) / 1000;
@@ -439,14 +506,33 @@ export async function memory(t: Target, queue: string, load: Load, from: number,
   };
 }
 
+let ticksPerSecond: number | undefined;
+/** Clock ticks per second of /proc's CPU times (`getconf CLK_TCK`; 100 if that cannot be run). */
+export function clockTicks(): number {
+  if (ticksPerSecond === undefined) {
+    try { ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()); } catch { /* below */ }
+    if (!ticksPerSecond || !Number.isFinite(ticksPerSecond) || ticksPerSecond <= 0) ticksPerSecond = 100;
+  }
+  return ticksPerSecond;
+}
+
+/**
+ * CPU time (ms) of a process from its /proc/PID/stat text: utime + stime (fields 14 and 15,
+ * all its threads), in `ticks` per second. Children's times (cutime, cstime) are not added:
+ * they count only children the process has waited for, and a broker's work is its own threads.
+ */
+export function cpuMsFromStat(stat: string, ticks: number): number {
+  // Fields after the command name (which may hold spaces and parentheses): f[0] is field 3.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / ticks;
+}
+
 /** CPU time (user + system, ms) a local process has used, from /proc; undefined when not readable. */
 export async function cpuMs(pid: number | undefined): Promise<number | undefined> {
   if (!pid) return undefined;
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces), in USER_HZ = 100 ticks/s.
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) * 10;
+    const ms = cpuMsFromStat(await readFile(`/proc/${pid}/stat`, 'utf8'), clockTicks());
+    return Number.isFinite(ms) ? ms : undefined;
   } catch { return undefined; }
 }
 
