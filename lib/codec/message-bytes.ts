@@ -291,6 +291,18 @@ const INVALID_UTF8 = -2;
 const MAX_STRING_DEPTH = 256;
 
 /**
+ * A list, map or array at `p` (its constructor code there): where it ends, its item count and
+ * where its first item (an array: its element constructor) starts; undefined past `lim`.
+ */
+function containerAt(b: Buffer, p: number, lim: number): { end: number; count: number; first: number } | undefined {
+  const w = WIDTH[b[p]];
+  if (p + 1 + 2 * w > lim) return undefined;
+  const end = p + 1 + w + readSize(b, p + 1, w);
+  if (end > lim) return undefined;
+  return { end, count: readSize(b, p + 1 + w, w), first: p + 1 + 2 * w };
+}
+
+/**
  * End of the value at `p`, as skipValue, or INVALID_UTF8 when a string (str8, str32) in it is
  * not valid UTF-8; -1 when the value is malformed or nested too deep to judge.
  */
@@ -310,12 +322,10 @@ function walkStrings(b: Buffer, p: number, lim: number, depth: number): number {
     return isUtf8(b.subarray(s, e)) ? e : INVALID_UTF8;
   }
   if (CATEGORY[code] === CAT_COMPOUND) {
-    const w = WIDTH[code];
-    if (p + 1 + 2 * w > lim) return -1;
-    const end = p + 1 + w + readSize(b, p + 1, w);
-    if (end > lim) return -1;
-    const count = readSize(b, p + 1 + w, w);
-    let q = p + 1 + 2 * w;
+    const h = containerAt(b, p, lim);
+    if (!h) return -1;
+    const { end, count } = h;
+    let q = h.first;
     for (let i = 0; i < count; i++) {
       q = walkStrings(b, q, end, depth + 1);
       if (q < 0) return q;
@@ -323,12 +333,10 @@ function walkStrings(b: Buffer, p: number, lim: number, depth: number): number {
     return q === end ? end : -1;
   }
   if (CATEGORY[code] === CAT_ARRAY) {
-    const w = WIDTH[code];
-    if (p + 1 + 2 * w > lim) return -1;
-    const end = p + 1 + w + readSize(b, p + 1, w);
-    if (end > lim) return -1;
-    const count = readSize(b, p + 1 + w, w);
-    let q = p + 1 + 2 * w;
+    const h = containerAt(b, p, lim);
+    if (!h) return -1;
+    const { end, count } = h;
+    let q = h.first;
     if (q >= end) return -1;
     const ec = b[q];
     if (ec !== 0xa1 && ec !== 0xb1) return skipBody(b, code, p + 1, lim, 0);

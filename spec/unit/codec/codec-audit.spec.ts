@@ -69,6 +69,12 @@ describe('codec audit: strings that are not valid UTF-8', function () {
     expect(invalidUtf8Section(Buffer.concat([sec(0x74, map8(str8('p'), list8(str8(Buffer.from([0x61, 0xc3]))))), body]))).to.equal('application-properties');
     expect(invalidUtf8Section(Buffer.concat([sec(0x72, map8(sym8('x-opt-tm-key'), str8(Buffer.from([0x80])))), body]))).to.equal('message-annotations');
   });
+  it('invalidUtf8Section looks into arrays of strings (str8 elements), and passes valid ones', function () {
+    const arr = (...els: Buffer[]) => { const c = Buffer.concat(els.map((e) => Buffer.concat([Buffer.from([e.length]), e]))); return Buffer.concat([Buffer.from([0xe0, c.length + 2, els.length, 0xa1]), c]); };
+    expect(invalidUtf8Section(sec(0x77, arr(Buffer.from('ok'), Buffer.from([0x61, 0xff]))))).to.equal('amqp-value body');
+    expect(invalidUtf8Section(sec(0x77, arr(Buffer.from('ok'), Buffer.from('é'))))).to.equal(undefined);
+  });
+
   it('invalidUtf8Section passes valid text (U+FFFD written as such included) and binary data', function () {
     expect(invalidUtf8Section(sec(0x77, str8('{"id":"bad\ufffd"}')))).to.equal(undefined);
     expect(invalidUtf8Section(Buffer.concat([sec(0x73, list8(H('40'))), sec(0x75, vbin8(bad))]))).to.equal(undefined);
