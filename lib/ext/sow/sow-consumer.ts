@@ -856,11 +856,14 @@ export class SowConsumer implements Consumer {
     if (matches) {
       this.#delivered.set(ev.key, ev.scn);
       this.#send(ev.bytes, this.#annotations('publish', ev.scn, ev.key, ev.ts), ev, undefined, prev);
-    } else if (prev !== undefined) {
-      // Without oof the record leaves focus silently (the client keeps it, this link forgets it).
+    } else if (prev !== undefined && oof) {
       this.#delivered.delete(ev.key);
-      if (oof) this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev, undefined, prev);
+      this.#send(ev.bytes, this.#annotations('oof', ev.scn, ev.key, ev.ts, 'match'), ev, undefined, prev);
     }
+    // Without oof a record that stops matching leaves focus silently: the client keeps the
+    // state it was sent, so the link keeps it as delivered, and a later delete of it is sent
+    // (semantics.md 5: "delete when a delivered record is deleted"). It used to forget the
+    // record here, and the client held it for good once it was deleted.
   }
 
   /**
