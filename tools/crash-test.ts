@@ -24,8 +24,8 @@
  *   - tx: local transactions of 2-4 messages to a plain queue, committed (discharge);
  *   - lvq (only when named in --mix): keyed messages (property `k`, --lvq-keys keys per
  *     publisher) to two last-value queues with qpid.max_count=--lvq-max, one ring, one reject
- *     (publishers alternate); not consumed during the round, drained after the restart and
- *     checked: one message per key, the limit, the newest accepted one or a later one, nothing
+ *     (publishers alternate); never consumed, browsed after the restart (the messages stay
+ *     across rounds) and checked: one message per key, the limit, the newest accepted one or a later one, nothing
  *     accepted lost unless the ring was full (tools/crash/lvq.ts);
  * plus one live `subscribe` per SOW queue. Record every ACCEPTED outcome (for a transaction:
  * the discharge), SIGKILL the broker at a random moment, restart it on the same data, drain
@@ -44,7 +44,7 @@ import { prng, openConnection, finishWhenSettled, startBroker, type BrokerChild 
 import type { SowMsg } from './crash/common.js';
 import { SowWorld, SOW_CHECKS, setSowHistory, ensureSowQueues, liveSubscribe, sowPublish, verifySowQueue, type SowRound, type SowOp } from './crash/sow.js';
 import { txPublish, type TxRec } from './crash/tx.js';
-import { lvqQueues, ensureLvqQueues, lvqPublish, LVQ_CHECKS, type LvqRound, type LvqOp, type LvqSeen } from './crash/lvq.js';
+import { lvqQueues, ensureLvqQueues, lvqPublish, browseLvq, LVQ_CHECKS, type LvqRound, type LvqOp, type LvqSeen } from './crash/lvq.js';
 import { checkHistKept, durationMs, type HistViolation } from './crash/hist-kept.js';
 
 
@@ -242,6 +242,7 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
   const lvqPubs = roles.flatMap((ro, p) => (ro === 'lvq' ? [p] : []));
   const lvqQs = lvqPubs.length ? lvqQueues(opts.lvqMax ?? 6) : [];
   const lvqQueueOf = new Map(lvqPubs.map((p, i) => [p, lvqQs[i % lvqQs.length]]));
+  let lvqHeld = new Map<string, Map<string, LvqSeen>>();
   const nextSeq = new Array(opts.publishers).fill(0);
   const result: CrashResult = { rounds: 0, checked: 0, sowChecked: 0, lost: 0, duplicated: 0, mismatched: 0, violations: [], accepted: 0, sowAccepted: 0, txCommitted: 0, txDischarged: 0 };
   try {
@@ -255,7 +256,7 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
       const sowRound: SowRound = { world, queues: sowQueues, ops: new Map(), live: new Map(), snapshot: new Map(), replay: new Map(), probe: new Map(), errors: [] };
       if (sowQueues.length) await ensureSowQueues(broker.port, sowQueues);
       if (lvqQs.length) await ensureLvqQueues(broker.port, lvqQs);
-      const lvqRound: LvqRound = { queues: lvqQs, ops: new Map(), queueOf: new Map([...lvqQueueOf].map(([p, q]) => [p, q.name])), drained: new Map() };
+      const lvqRound: LvqRound = { queues: lvqQs, ops: new Map(), queueOf: new Map([...lvqQueueOf].map(([p, q]) => [p, q.name])), drained: new Map(), prev: lvqHeld };
       const subs = await Promise.all(sowQueues.map((q) => { const into: SowMsg[] = []; sowRound.live.set(q, into); return liveSubscribe(broker.port, q, into); }));
       const pubs = roles.map(async (role, p) => {
         const pr = prng(Math.floor(rand() * 2 ** 32));
@@ -282,7 +283,7 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
       const drained = new Map<string, Seen[]>();
       try {
         for (const q of queues) drained.set(q, await drain(again.port, q));
-        for (const q of lvqQs) lvqRound.drained.set(q.name, (await drain(again.port, q.name)).map((m): LvqSeen => ({ pub: m.pub, seq: m.seq, key: String(m.properties.k) })));
+        for (const q of lvqQs) lvqRound.drained.set(q.name, await browseLvq(again.port, q.name));
         for (const q of sowQueues) {
           try { await verifySowQueue(again.port, q, round, sowRound); } catch (e) { sowRound.errors.push(`${q}: verification failed: ${(e as Error).message}`); }
         }
@@ -306,6 +307,7 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
       const sowAcc = sowOps.filter((o) => o.outcome === 'accepted').length;
       const txOk = txns.filter((t) => t.status === 'accepted').length;
       world.commit(sowRound);
+      lvqHeld = new Map([...lvqRound.drained].map(([q, msgs]) => [q, new Map(msgs.map((m) => [m.key, m]))]));
       result.rounds = round;
       result.checked += checked;
       result.sowChecked += sowChecked;
@@ -319,7 +321,7 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
       result.violations.push(...violations);
       const live = [...sowRound.live.values()].reduce((n, m) => n + m.length, 0);
       const replayed = [...sowRound.replay.values()].reduce((n, m) => n + m.length, 0);
-      log(`round ${round}: sent=${sent.size} accepted=${accepted.size} drained=${checked} | sow ops=${sowOps.length} accepted=${sowAcc} live=${live} records=${sowChecked} log=${replayed} ${lvqQs.length ? `| lvq ops=${[...lvqRound.ops.values()].flat().length} accepted=${[...lvqRound.ops.values()].flat().filter((o) => o.outcome === 'accepted').length} left=${lvqQs.map((q) => lvqRound.drained.get(q.name)?.length ?? 0).join('/')} ` : ''}| tx committed=${txOk} unanswered=${txns.filter((t) => t.status === 'discharging').length} open=${txns.filter((t) => t.status === 'open').length} | violations=${violations.length}`);
+      log(`round ${round}: sent=${sent.size} accepted=${accepted.size} drained=${checked} | sow ops=${sowOps.length} accepted=${sowAcc} live=${live} records=${sowChecked} log=${replayed} ${lvqQs.length ? `| lvq ops=${[...lvqRound.ops.values()].flat().length} accepted=${[...lvqRound.ops.values()].flat().filter((o) => o.outcome === 'accepted').length} rejected=${lvqQs.map((q) => [...lvqRound.ops].filter(([p]) => lvqRound.queueOf.get(p) === q.name).flatMap(([, o]) => o).filter((o) => o.outcome === 'rejected').length).join('/')} left=${lvqQs.map((q) => lvqRound.drained.get(q.name)?.length ?? 0).join('/')} ` : ''}| tx committed=${txOk} unanswered=${txns.filter((t) => t.status === 'discharging').length} open=${txns.filter((t) => t.status === 'open').length} | violations=${violations.length}`);
       for (const v of violations.slice(0, 20)) log(`  VIOLATION [${v.check}] ${v.kind}: ${v.detail}`);
     }
   } finally {

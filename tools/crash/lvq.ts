@@ -3,13 +3,15 @@
  * messages with a key (application property `k`, a few keys of their own) to two last-value
  * queues (`qpid.last_value_queue_key=k`), one with `qpid.policy_type=ring` and one with the
  * reject policy, both `qpid.max_count=M` (M below the number of keys, so both policies act).
- * Nobody consumes during the round; after the restart each queue is drained (emptying it for
- * the next round) and checked:
+ * Nobody consumes: after the restart each queue is browsed (distribution-mode copy: the
+ * messages stay, so the next round's publishes must replace entries the LVQ index recovered)
+ * and checked against this round's ops and what the previous round's browse showed:
  *   - lvq-one-per-key: at most one message per key;
  *   - lvq-limit: at most M messages;
  *   - lvq-newest: a key's message is its publisher's last accepted one for the key, or a later
- *     one (sent, unconfirmed), never an earlier one, never one not sent;
- *   - lvq-accepted-kept: a key with an accepted message this round is present (a later one,
+ *     one (sent, unconfirmed), never an earlier one, never one not sent; a key with no
+ *     accepted op this round may still hold what the previous browse showed;
+ *   - lvq-accepted-kept: a key with an accepted message this round (or held before) is present (a later one,
  *     unconfirmed, replaces it or not; a refused one leaves it)
  *     (reject queue: always, the reject policy drops nothing; ring queue: unless the ring
  *     dropped something, which it does only when the queue is full: fewer than M messages
@@ -21,7 +23,26 @@ import { openConnection, closeConnection, attached, finishWhenSettled } from './
 export interface LvqQueue { name: string; policy: 'ring' | 'reject'; max: number }
 export interface LvqOp { pub: number; seq: number; key: string; outcome?: string }
 export interface LvqSeen { pub: number; seq: number; key: string }
-export interface LvqRound { queues: LvqQueue[]; ops: Map<number, LvqOp[]>; queueOf: Map<number, string>; drained: Map<string, LvqSeen[]> }
+export interface LvqRound { queues: LvqQueue[]; ops: Map<number, LvqOp[]>; queueOf: Map<number, string>; drained: Map<string, LvqSeen[]>; /** What the previous round's browse showed, per queue and key (updated by the caller after the checks). */ prev: Map<string, Map<string, LvqSeen>> }
+
+/** Browses `queue` (distribution-mode copy) until idle. */
+export async function browseLvq(port: number, queue: string): Promise<LvqSeen[]> {
+  const conn = await openConnection(port);
+  const out: LvqSeen[] = [];
+  try {
+    await new Promise<void>((resolve) => {
+      const rcv = conn.open_receiver({ source: { address: queue, distribution_mode: 'copy' }, credit_window: 500 });
+      let timer = setTimeout(resolve, 1500);
+      rcv.on('message', (ctx: any) => {
+        const ap = ctx.message.application_properties ?? {};
+        out.push({ pub: Number(ap.pub), seq: Number(ap.seq), key: String(ap.k) });
+        clearTimeout(timer);
+        timer = setTimeout(resolve, 500);
+      });
+    });
+  } finally { await closeConnection(conn); }
+  return out;
+}
 export interface LvqViolation { check: string; kind: string; detail: string }
 
 export function lvqQueues(max: number): LvqQueue[] {
@@ -93,17 +114,24 @@ export const LVQ_CHECKS: Array<{ name: string; run(d: LvqRound): LvqViolation[] 
         const opsByKey = new Map<string, LvqOp[]>();
         for (const [pub, ops] of d.ops) if (d.queueOf.get(pub) === q.name) for (const o of ops) { let l = opsByKey.get(o.key); if (!l) opsByKey.set(o.key, l = []); l.push(o); }
         const dropped = q.policy === 'ring' && msgs.length >= q.max;
-        for (const [k, ops] of opsByKey) {
+        const prev = d.prev.get(q.name) ?? new Map<string, LvqSeen>();
+        for (const k of new Set([...opsByKey.keys(), ...prev.keys()])) {
+          const ops = opsByKey.get(k) ?? [];
+          const before = prev.get(k);
           let la = -1;
           ops.forEach((o, i) => { if (o.outcome === 'accepted') la = i; });
           const seen = byKey.get(k)?.[0];
+          const was = before ? `${before.pub}:${before.seq}` : 'none';
           if (seen) {
             const i = ops.findIndex((o) => o.seq === seen.seq && o.pub === seen.pub);
-            if (i < 0) out.push({ check: 'lvq-newest', kind: 'phantom', detail: `${q.name}: key ${k} holds ${seen.pub}:${seen.seq}, never sent on it this round` });
+            if (i < 0) {
+              if (!before || before.pub !== seen.pub || before.seq !== seen.seq) out.push({ check: 'lvq-newest', kind: 'phantom', detail: `${q.name}: key ${k} holds ${seen.pub}:${seen.seq}, not sent on it this round nor held before (${was})` });
+              else if (la >= 0) out.push({ check: 'lvq-newest', kind: 'lost', detail: `${q.name}: key ${k} still holds ${seen.pub}:${seen.seq} from an earlier round, but ${ops[la].pub}:${ops[la].seq} was accepted this round` });
+            }
             else if (i < la) out.push({ check: 'lvq-newest', kind: 'lost', detail: `${q.name}: key ${k} holds ${seen.pub}:${seen.seq}, but ${ops[la].pub}:${ops[la].seq} was accepted after it` });
             else if (ops[i].outcome && ops[i].outcome !== 'accepted') out.push({ check: 'lvq-newest', kind: 'phantom', detail: `${q.name}: key ${k} holds ${seen.pub}:${seen.seq}, which was ${ops[i].outcome}` });
-          } else if (la >= 0 && !dropped) {
-            out.push({ check: 'lvq-accepted-kept', kind: 'lost', detail: `${q.name} (${q.policy}, ${msgs.length} of ${q.max}): key ${k} is absent, its last message ${ops[la].pub}:${ops[la].seq} was accepted` });
+          } else if ((la >= 0 || before) && !dropped) {
+            out.push({ check: 'lvq-accepted-kept', kind: 'lost', detail: `${q.name} (${q.policy}, ${msgs.length} of ${q.max}): key ${k} is absent; ${la >= 0 ? `its message ${ops[la].pub}:${ops[la].seq} was accepted this round` : `it held ${was} before this round`}` });
           }
         }
       }
