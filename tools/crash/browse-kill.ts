@@ -11,7 +11,9 @@
  * applies every message (its seq and SCN) together with the message's `x-opt-tm-checkpoint`,
  * as a consumer persisting its state with its checkpoint would, and re-attaches from the last
  * checkpoint it applied. With probability `--stall` a round stops the reader for a while
- * (more than M messages' worth of time), so that it falls off the bounded log. After a
+ * (more than M messages' worth of time), so that it falls off the bounded log while it reads,
+ * or (half of those rounds) starts it that much later, so that its checkpoint has fallen off
+ * when it attaches after the restart. After a
  * scn-not-found it starts again with a flexible checkpoint (windowScn -1: from the oldest
  * retained message); at a rate well above what the reader reads at the edge of the log it
  * may fall off again and again (`resets` grows, `applied` stands still): that is the bound
@@ -121,11 +123,16 @@ export async function runBrowseKill(o: BrowseKillOptions): Promise<BrowseKillRes
       const b: BrokerChild = await startBroker(dataDir);
       const stop = { stopped: false, paused: false };
       const pub = publisher(b.port, stop);
-      await sleep(50);
-      const rd = reader(b.port, stop);
       const life = 300 + rand() * 2500;
-      if (rand() < o.stall) { stop.paused = true; setTimeout(() => { stop.paused = false; }, Math.min(life - 50, (1.5 * o.maxCount / o.rate) * 1000)); }
-      await sleep(life);
+      const stallMs = (1.5 * o.maxCount / o.rate) * 1000;
+      // A stall: the reader stops reading for a while (falls off in the stream), or (half of
+      // them) attaches only after the log moved past its checkpoint (falls off at the attach).
+      const x = rand();
+      const late = x < o.stall / 2 && life > stallMs + 200;
+      await sleep(late ? stallMs : 50);
+      const rd = reader(b.port, stop);
+      if (!late && x < o.stall) { stop.paused = true; setTimeout(() => { stop.paused = false; }, Math.min(life - 50, stallMs)); }
+      await sleep(late ? life - stallMs : life);
       b.proc.kill('SIGKILL');
       await b.exited;
       kills++;
