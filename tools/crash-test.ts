@@ -6,7 +6,12 @@
  *   npx tsx tools/crash-test.ts --rounds 20 --publishers 10 --messages 2000 [--queues 3] [--seed 1]
  *       [--mix plain,sow,tx] [--sow-queues 2] [--sow-keys 4] [--sow-messages M]
  *       [--sow-history WINDOW[,GRANULARITY]]   (default 1d, no granularity; e.g. 2s,500ms
- *       has the history sweep and granularity purge while publishers run and across kills)
+ *       has the history sweep and granularity purge while publishers run and across kills;
+ *       with a granularity, tools/crash/hist-kept.ts reads the log and history rows from the
+ *       data directory after every round and checks the kept moments: kept versions G apart,
+ *       each row's `kept` field the kept moment of the row before, every version current for G
+ *       or longer kept unless the window may have purged it)
+ *       [--lvq-max 6] [--lvq-keys 5]   (role `lvq`, not in the default mix nor the CI run)
  *
  * Each round: start `node bin/tidemark.js --port 0 --data DIR --no-http` (DIR kept across
  * rounds), run P concurrent publishers, one connection each, their roles cycling through
@@ -17,6 +22,11 @@
  *     queue (create-on-demand, sow.key=/id, sow.history.window=1d), a per-key version counter
  *     `ver` in every body;
  *   - tx: local transactions of 2-4 messages to a plain queue, committed (discharge);
+ *   - lvq (only when named in --mix): keyed messages (property `k`, --lvq-keys keys per
+ *     publisher) to two last-value queues with qpid.max_count=--lvq-max, one ring, one reject
+ *     (publishers alternate); never consumed, browsed after the restart (the messages stay
+ *     across rounds) and checked: one message per key, the limit, the newest accepted one or a later one, nothing
+ *     accepted lost unless the ring was full (tools/crash/lvq.ts);
  * plus one live `subscribe` per SOW queue. Record every ACCEPTED outcome (for a transaction:
  * the discharge), SIGKILL the broker at a random moment, restart it on the same data, drain
  * every plain queue, query each SOW queue (`sow`), replay its whole log (bookmark 0) and
@@ -34,9 +44,11 @@ import { prng, openConnection, finishWhenSettled, startBroker, type BrokerChild 
 import type { SowMsg } from './crash/common.js';
 import { SowWorld, SOW_CHECKS, setSowHistory, ensureSowQueues, liveSubscribe, sowPublish, verifySowQueue, type SowRound, type SowOp } from './crash/sow.js';
 import { txPublish, type TxRec } from './crash/tx.js';
+import { lvqQueues, ensureLvqQueues, lvqPublish, browseLvq, LVQ_CHECKS, type LvqRound, type LvqOp, type LvqSeen } from './crash/lvq.js';
+import { checkHistKept, durationMs, type HistViolation } from './crash/hist-kept.js';
 
 
-export type Role = 'plain' | 'sow' | 'tx';
+export type Role = 'plain' | 'sow' | 'tx' | 'lvq';
 
 export interface CrashOptions {
   rounds: number;
@@ -53,6 +65,9 @@ export interface CrashOptions {
   sowMessages?: number;
   /** The SOW queues' `sow.history.window` and, after a comma, `sow.history.granularity` (default `1d`). */
   sowHistory?: string;
+  /** qpid.max_count of the two LVQ queues (ring, reject) of the `lvq` role (default 6), keys per LVQ publisher (default 5). */
+  lvqMax?: number;
+  lvqKeys?: number;
   /** Data directory; a temporary one (removed afterwards) when absent. */
   dataDir?: string;
   log?: (line: string) => void;
@@ -75,6 +90,8 @@ export interface RoundData {
   txns: TxRec[];
   /** SOW ops, live events, and the state after the restart (absent without sow publishers). */
   sow?: SowRound;
+  /** LVQ ops and the LVQ queues drained after the restart (absent without lvq publishers). */
+  lvq?: LvqRound;
 }
 
 export interface Violation { check: string; kind: 'lost' | 'duplicated' | 'order' | 'phantom' | string; detail: string }
@@ -145,6 +162,7 @@ export const CHECKS: Check[] = [
     },
   },
   ...SOW_CHECKS.map((c): Check => ({ name: c.name, run: (d) => (d.sow ? c.run(d.sow) : []) })),
+  ...LVQ_CHECKS.map((c): Check => ({ name: c.name, run: (d) => (d.lvq ? c.run(d.lvq) : []) })),
 ];
 
 function countBy(d: RoundData): Map<string, number> {
@@ -210,6 +228,8 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
   const log = opts.log ?? ((l: string) => process.stdout.write(l + '\n'));
   const rand = prng(opts.seed);
   if (opts.sowHistory) { const [w, g] = opts.sowHistory.split(','); setSowHistory(w, g); }
+  const [histWindow, histG] = opts.sowHistory ? opts.sowHistory.split(',').map((x) => (x ? durationMs(x) : 0)).concat(0) : [0, 0];
+  let histRows = 0;
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), 'tidemark-crash-'));
   const queues = Array.from({ length: opts.queues }, (_, i) => `crash.q${i}`);
   const mix: Role[] = opts.mix?.length ? opts.mix : ['plain', 'sow', 'tx'];
@@ -219,6 +239,10 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
   const sowQueueOf = new Map(sowPubs.map((p, i) => [p, sowQueues[i % sowQueues.length]]));
   const world = new SowWorld(sowQueues);
   const sowKeys = new Map(sowPubs.map((p) => [p, Array.from({ length: opts.sowKeys ?? 4 }, (_, i) => world.keyFor(sowQueueOf.get(p)!, p, `p${p}.k${i}`))]));
+  const lvqPubs = roles.flatMap((ro, p) => (ro === 'lvq' ? [p] : []));
+  const lvqQs = lvqPubs.length ? lvqQueues(opts.lvqMax ?? 6) : [];
+  const lvqQueueOf = new Map(lvqPubs.map((p, i) => [p, lvqQs[i % lvqQs.length]]));
+  let lvqHeld = new Map<string, Map<string, LvqSeen>>();
   const nextSeq = new Array(opts.publishers).fill(0);
   const result: CrashResult = { rounds: 0, checked: 0, sowChecked: 0, lost: 0, duplicated: 0, mismatched: 0, violations: [], accepted: 0, sowAccepted: 0, txCommitted: 0, txDischarged: 0 };
   try {
@@ -231,10 +255,13 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
       const counter = { accepted: 0 };
       const sowRound: SowRound = { world, queues: sowQueues, ops: new Map(), live: new Map(), snapshot: new Map(), replay: new Map(), probe: new Map(), errors: [] };
       if (sowQueues.length) await ensureSowQueues(broker.port, sowQueues);
+      if (lvqQs.length) await ensureLvqQueues(broker.port, lvqQs);
+      const lvqRound: LvqRound = { queues: lvqQs, ops: new Map(), queueOf: new Map([...lvqQueueOf].map(([p, q]) => [p, q.name])), drained: new Map(), prev: lvqHeld };
       const subs = await Promise.all(sowQueues.map((q) => { const into: SowMsg[] = []; sowRound.live.set(q, into); return liveSubscribe(broker.port, q, into); }));
       const pubs = roles.map(async (role, p) => {
         const pr = prng(Math.floor(rand() * 2 ** 32));
         if (role === 'plain') nextSeq[p] = await publish(broker.port, p, queues[p % queues.length], nextSeq[p], opts.messages, round, sent, accepted, stop);
+        else if (role === 'lvq') { const ops: LvqOp[] = []; lvqRound.ops.set(p, ops); nextSeq[p] = await lvqPublish(broker.port, p, lvqQueueOf.get(p)!, opts.lvqKeys ?? 5, nextSeq[p], opts.messages, round, pr, ops, stop, counter); }
         else if (role === 'tx') nextSeq[p] = await txPublish(broker.port, p, queues[p % queues.length], nextSeq[p], opts.messages, round, pr, sent, accepted, txns, stop, counter);
         else {
           const ops: SowOp[] = [];
@@ -256,6 +283,7 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
       const drained = new Map<string, Seen[]>();
       try {
         for (const q of queues) drained.set(q, await drain(again.port, q));
+        for (const q of lvqQs) lvqRound.drained.set(q.name, await browseLvq(again.port, q.name));
         for (const q of sowQueues) {
           try { await verifySowQueue(again.port, q, round, sowRound); } catch (e) { sowRound.errors.push(`${q}: verification failed: ${(e as Error).message}`); }
         }
@@ -264,15 +292,22 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
         const code = await Promise.race([again.exited, new Promise<'timeout'>((res) => setTimeout(() => res('timeout'), 10000))]);
         if (code === 'timeout') { again.proc.kill('SIGKILL'); await again.exited; }
       }
+      // With a history granularity: the kept moments in the data directory (tools/crash/hist-kept.ts).
+      let histV: HistViolation[] = [];
+      if (sowQueues.length && histG > 0) {
+        try { const h = await checkHistKept(dataDir, sowQueues, histWindow, histG, Date.now()); histV = h.violations; histRows += h.rows; }
+        catch (e) { histV = [{ check: 'hist-kept', kind: 'mismatched', detail: `reading the data directory failed: ${(e as Error).message}` }]; }
+      }
 
-      const data: RoundData = { round, accepted, sent, drained, queues, txns, sow: sowQueues.length ? sowRound : undefined };
-      const violations = CHECKS.flatMap((c) => c.run(data));
+      const data: RoundData = { round, accepted, sent, drained, queues, txns, sow: sowQueues.length ? sowRound : undefined, lvq: lvqQs.length ? lvqRound : undefined };
+      const violations = [...CHECKS.flatMap((c) => c.run(data)), ...histV];
       const checked = [...drained.values()].reduce((n, m) => n + m.length, 0);
       const sowChecked = [...world.keys.values()].filter((k) => sowRound.snapshot.has(k.queue)).length;
       const sowOps = [...sowRound.ops.values()].flat();
       const sowAcc = sowOps.filter((o) => o.outcome === 'accepted').length;
       const txOk = txns.filter((t) => t.status === 'accepted').length;
       world.commit(sowRound);
+      lvqHeld = new Map([...lvqRound.drained].map(([q, msgs]) => [q, new Map(msgs.map((m) => [m.key, m]))]));
       result.rounds = round;
       result.checked += checked;
       result.sowChecked += sowChecked;
@@ -286,12 +321,13 @@ export async function runCrashTest(opts: CrashOptions): Promise<CrashResult> {
       result.violations.push(...violations);
       const live = [...sowRound.live.values()].reduce((n, m) => n + m.length, 0);
       const replayed = [...sowRound.replay.values()].reduce((n, m) => n + m.length, 0);
-      log(`round ${round}: sent=${sent.size} accepted=${accepted.size} drained=${checked} | sow ops=${sowOps.length} accepted=${sowAcc} live=${live} records=${sowChecked} log=${replayed} | tx committed=${txOk} unanswered=${txns.filter((t) => t.status === 'discharging').length} open=${txns.filter((t) => t.status === 'open').length} | violations=${violations.length}`);
+      log(`round ${round}: sent=${sent.size} accepted=${accepted.size} drained=${checked} | sow ops=${sowOps.length} accepted=${sowAcc} live=${live} records=${sowChecked} log=${replayed} ${lvqQs.length ? `| lvq ops=${[...lvqRound.ops.values()].flat().length} accepted=${[...lvqRound.ops.values()].flat().filter((o) => o.outcome === 'accepted').length} rejected=${lvqQs.map((q) => [...lvqRound.ops].filter(([p]) => lvqRound.queueOf.get(p) === q.name).flatMap(([, o]) => o).filter((o) => o.outcome === 'rejected').length).join('/')} left=${lvqQs.map((q) => lvqRound.drained.get(q.name)?.length ?? 0).join('/')} ` : ''}| tx committed=${txOk} unanswered=${txns.filter((t) => t.status === 'discharging').length} open=${txns.filter((t) => t.status === 'open').length} | violations=${violations.length}`);
       for (const v of violations.slice(0, 20)) log(`  VIOLATION [${v.check}] ${v.kind}: ${v.detail}`);
     }
   } finally {
     if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
   }
+  if (histG > 0) log(`history rows checked (granularity ${histG} ms)=${histRows}`);
   log(`rounds=${result.rounds} messages checked=${result.checked} sow records checked=${result.sowChecked} lost=${result.lost} duplicated=${result.duplicated} mismatched=${result.mismatched}`);
   return result;
 }
@@ -307,17 +343,19 @@ function parseArgs(argv: string[]): CrashOptions {
     else if (a === '--queues') o.queues = Number(v());
     else if (a === '--seed') o.seed = Number(v());
     else if (a === '--data') o.dataDir = v();
-    else if (a === '--mix') o.mix = v().split(',').map((x) => { if (!['plain', 'sow', 'tx'].includes(x)) throw new Error(`--mix: unknown role ${x}`); return x as Role; });
+    else if (a === '--mix') o.mix = v().split(',').map((x) => { if (!['plain', 'sow', 'tx', 'lvq'].includes(x)) throw new Error(`--mix: unknown role ${x}`); return x as Role; });
     else if (a === '--sow-queues') o.sowQueues = Number(v());
     else if (a === '--sow-keys') o.sowKeys = Number(v());
     else if (a === '--sow-messages') o.sowMessages = Number(v());
     else if (a === '--sow-history') o.sowHistory = v();
+    else if (a === '--lvq-max') o.lvqMax = Number(v());
+    else if (a === '--lvq-keys') o.lvqKeys = Number(v());
     else if (a === '--help' || a === '-h') {
       process.stdout.write('crash-test --rounds N --publishers 10 --messages M [--queues 3] [--seed S] [--data DIR] [--mix plain,sow,tx] [--sow-queues 2] [--sow-keys 4] [--sow-messages M] [--sow-history 1d[,G]]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
-  for (const k of ['rounds', 'publishers', 'messages', 'queues', 'sowQueues', 'sowKeys', 'sowMessages'] as const) if (o[k] !== undefined && (!Number.isInteger(o[k]) || (o[k] as number) < 1)) throw new Error(`--${k} must be a positive integer`);
+  for (const k of ['rounds', 'publishers', 'messages', 'queues', 'sowQueues', 'sowKeys', 'sowMessages', 'lvqMax', 'lvqKeys'] as const) if (o[k] !== undefined && (!Number.isInteger(o[k]) || (o[k] as number) < 1)) throw new Error(`--${k} must be a positive integer`);
   return o;
 }
 
