@@ -17,27 +17,11 @@ import { r, connect, openSender, openReceiver, receive, send, sleep, type Conn }
 import { TransactionalState } from '../../lib/core/protocol/rhea-patches.js';
 import { MAX_TRANSACTION_BYTES, MAX_CONNECTION_TRANSACTION_BYTES } from '../../lib/core/protocol/transactions.js';
 import { openCoordinator, markTransactionalTransfers } from '../../tools/common/transactions.js';
+import { controlBody, outcomeOf, type TxOutcome } from '../support/transactions.js';
 
 const T = r.types;
 const M = r.message;
 
-function controlBody(code: number, fields: unknown[]): Buffer {
-  const w = new T.Writer();
-  w.write(T.described_nc(T.wrap_ulong(code), T.wrap_list(fields)));
-  return Buffer.concat([Buffer.from([0x00, 0x53, 0x77]), w.toBuffer()]);
-}
-
-interface TxOutcome { state: string; txn?: string; inner?: string; condition?: string; description?: string }
-
-function outcomeOf(d: any): TxOutcome {
-  const s = d.remote_state;
-  if (s instanceof TransactionalState) {
-    const inner = s.outcome ? M.unwrap_outcome(s.outcome) : undefined;
-    return { state: 'transactional', txn: (s.txn_id as Buffer).toString('hex'), inner: inner?.constructor?.composite_type, condition: inner?.error?.condition, description: inner?.error?.description };
-  }
-  const type = s?.constructor?.composite_type ?? 'none';
-  return { state: type, condition: s?.error?.condition, description: s?.error?.description };
-}
 
 class Controller {
   readonly conn: Conn;
