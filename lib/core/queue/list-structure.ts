@@ -115,9 +115,6 @@ export class ListStructure implements QueueStructure {
     const dropped: Entry[] = [];
     /** The policy that asked for each drop (parallel to `dropped`), told when its drop is undone. */
     const droppedBy: AdmissionPolicy[] = [];
-    const undoDrops = () => {
-      for (let i = 0; i < dropped.length; i++) { this.#undrop(dropped[i]!); droppedBy[i]!.dropUndone?.(dropped[i]!); }
-    };
     try {
       for (const p of this.admission) {
         const d = p.admit(this.#admissionView, e, msg);
@@ -127,7 +124,7 @@ export class ListStructure implements QueueStructure {
       // A later policy refused the message (a reject limit after an LVQ replacement): the drops
       // earlier ones marked are undone, or the entries stayed `dropping` for good (out of the
       // admission view's depth and bytes, never replaceable again, yet kept in storage).
-      undoDrops();
+      this.#undoDrops(dropped, droppedBy);
       throw err;
     }
     const q = this.queue;
@@ -146,7 +143,7 @@ export class ListStructure implements QueueStructure {
       ops,
       committed: () => { for (const d of dropped) { this.#undrop(d); this.#remove(d, 'dropped', false); } e.committed = true; this.dispatch(); },
       failed: () => {
-        undoDrops();
+        this.#undoDrops(dropped, droppedBy);
         this.#remove(e, 'dropped', false);
         // Its SCN may be given back (a refused transaction): no hole may hold it. No scan passes
         // an uncommitted entry, but one purged or expired while in flight may have been passed:
@@ -399,6 +396,11 @@ export class ListStructure implements QueueStructure {
   /** A compaction renumbered positions: the hint starts over from the front (it kept a stale, larger position and consumers stopped short). */
   #hintInEpoch(): void {
     if (this.#hintEpoch !== this.list.epoch) { this.#hint = this.list.start; this.#hintEpoch = this.list.epoch; }
+  }
+
+  /** Drops admission marked that stay after all (the message refused, or its batch failed): each policy that asked is told. */
+  #undoDrops(dropped: Entry[], droppedBy: AdmissionPolicy[]): void {
+    for (let i = 0; i < dropped.length; i++) { this.#undrop(dropped[i]!); droppedBy[i]!.dropUndone?.(dropped[i]!); }
   }
 
   /** Next entry for a browsing consumer, advancing its cursor. */
