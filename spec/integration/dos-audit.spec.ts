@@ -1,6 +1,6 @@
 /**
  * A hostile client must not stop others being served (session 22 security review,
- * docs/robustness.md section 13). Each case measures the longest a control client's durable
+ * docs/robustness.md section 13). Each case measures the longest a control client's
  * publish waits while the attack runs: the broker runs as a child process, as in production.
  */
 import { expect } from 'chai';
@@ -27,7 +27,7 @@ describe('resource exhaustion (session 22 review)', function () {
           await sleep(200);
           const worst = await ping.stop();
           for (const c of raws) c.destroy();
-          expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+          expect(worst, 'ms a publish of another client waited').to.be.below(1000);
           if (withUsers) {
             // The flood is over: a real login goes through.
             const c = await connect(b.url, { username: 'alice', password: 'wonderland' });
@@ -51,7 +51,7 @@ describe('resource exhaustion (session 22 review)', function () {
       await c.close();
       expect(out[0]?.state, 'a name past 1024 characters makes no queue').to.equal('rejected');
       expect(String((out[0] as any)?.error?.description ?? (out[0] as any)?.description ?? '')).to.include('longer than 1024');
-      expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+      expect(worst, 'ms a publish of another client waited').to.be.below(1000);
     } finally { await b.stop(); }
   });
 
@@ -68,7 +68,7 @@ describe('resource exhaustion (session 22 review)', function () {
       const worst = await ping.stop();
       await c.close();
       expect(out[0]?.state).to.equal('accepted');
-      expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+      expect(worst, 'ms a publish of another client waited').to.be.below(1000);
     } finally { await b.stop(); }
   });
 

@@ -2,7 +2,7 @@
  * Filters a client chooses must not hold the broker (session 22 security review, docs/robustness.md
  * section 13 "Resource exhaustion"; docs/filters.md "Limits"). Each timing case publishes one
  * message to the attacker's own queue and attaches one browsing link with the filter, while a
- * control client's durable publishes are timed: the broker runs as a child process.
+ * control client's publishes are timed: the broker runs as a child process.
  */
 import { expect } from 'chai';
 import { child, pinger, rssMB, type Child } from '../support/child-broker.js';
@@ -35,7 +35,7 @@ describe('filters a client chooses (session 22 review)', function () {
     const { worst, got } = await probe('fd.re', { body: JSON.stringify({ s: 'a'.repeat(24000) }) },
       { address: 'fd.re', distribution_mode: 'copy', filter: tmFilters({ filter: `/s LIKE '${HEAVY}'` }) });
     expect(got, 'past the evaluation budget the LIKE is NULL: no match').to.equal(0);
-    expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+    expect(worst, 'ms a publish of another client waited').to.be.below(1000);
   });
 
   it('JMS selector: LIKE with an 8000-character pattern over a 64 KB property does not hold other clients (5.9 s before)', async function () {
@@ -43,7 +43,7 @@ describe('filters a client chooses (session 22 review)', function () {
     const { worst, got } = await probe('fd.sel', { body: 'x', application_properties: { p: 'a'.repeat(65000) } },
       { address: 'fd.sel', distribution_mode: 'copy', filter: tmFilters({ selector: `p LIKE '${pat}'` }) });
     expect(got).to.equal(0);
-    expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+    expect(worst, 'ms a publish of another client waited').to.be.below(1000);
     // And it still matches what it should.
     const hit = await probe('fd.sel2', { body: 'x', application_properties: { p: 'a'.repeat(65000) + 'b' } },
       { address: 'fd.sel2', distribution_mode: 'copy', filter: tmFilters({ selector: `p LIKE '${pat}'` }) });
@@ -56,21 +56,21 @@ describe('filters a client chooses (session 22 review)', function () {
     const { worst, got } = await probe('fd.instr', { body: JSON.stringify({ s: 'a'.repeat(1 << 20) }) },
       { address: 'fd.instr', distribution_mode: 'copy', filter: tmFilters({ filter: text }) });
     expect(got).to.equal(0);
-    expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+    expect(worst, 'ms a publish of another client waited').to.be.below(1000);
   });
 
   it('UPPER over a 4 MB string 600 times does not hold other clients (2.8 s before)', async function () {
     const text = Array.from({ length: 600 }, () => "UPPER(/s) = 'X'").join(' OR ');
     const { worst } = await probe('fd.upper', { body: JSON.stringify({ s: 'a'.repeat(4 << 20) }) },
       { address: 'fd.upper', distribution_mode: 'copy', filter: tmFilters({ filter: text }) });
-    expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+    expect(worst, 'ms a publish of another client waited').to.be.below(1000);
   });
 
   it('a selector `qty > 10` meeting a 60,000-digit string property does not hold other clients (3.1 s before)', async function () {
     // Any consumer comparing a property with a number: the publisher alone chooses the value.
     const { worst, got } = await probe('fd.num', { body: 'x', application_properties: { qty: '1'.repeat(60000) + 'x' } },
       { address: 'fd.num', distribution_mode: 'copy', filter: tmFilters({ selector: 'qty > 10' }) });
-    expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+    expect(worst, 'ms a publish of another client waited').to.be.below(1000);
     expect(got, 'a non-numeric string is greater than any number').to.equal(1);
   });
 
@@ -78,7 +78,7 @@ describe('filters a client chooses (session 22 review)', function () {
     const body = JSON.stringify({ a: new Array(20000).fill(1), b: new Array(20000).fill(2) });
     const { worst, got } = await probe('fd.pairs', { body },
       { address: 'fd.pairs', distribution_mode: 'copy', filter: tmFilters({ filter: '/a = /b' }) });
-    expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+    expect(worst, 'ms a publish of another client waited').to.be.below(1000);
     expect(got, 'past the budget the comparison is NULL').to.equal(0);
   });
 
@@ -87,7 +87,7 @@ describe('filters a client chooses (session 22 review)', function () {
     const text = Array.from({ length: 20 }, (_, i) => `/a/x = ${i + 1}`).join(' OR ') + " OR /s = 'ok'";
     const { worst, got } = await probe('fd.fanout', { body },
       { address: 'fd.fanout', distribution_mode: 'copy', filter: tmFilters({ filter: text }) });
-    expect(worst, 'ms a durable publish of another client waited').to.be.below(1000);
+    expect(worst, 'ms a publish of another client waited').to.be.below(1000);
     expect(got, '/s is read after the budget is spent').to.equal(1);
   });
 
