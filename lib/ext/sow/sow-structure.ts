@@ -381,8 +381,8 @@ export class SowStructure implements QueueStructure {
     if (!chain) this.#pending.set(key, chain = []);
     chain.push(pend);
     // Deleted keys pile up in the snapshot key list until a snapshot merges them: past a
-    // quarter of the list, merged now (with this delete held, as on its way).
-    if (compactKeys) this.snapshotKeys();
+    // quarter of the list, pruned in slices from the next turn (sorted-keys.ts).
+    if (compactKeys) this.#keys.pruneSoon((k) => this.records.has(k), (k) => this.#pending.has(k));
     return {
       ops,
       committed: () => {

@@ -27,6 +27,8 @@
  * merged in when the next one opens.
  */
 
+import { SlicedFilter, atOnce, eachTurn, type SliceScheduler } from '../../core/slices.js';
+
 /** Versions a key keeps in a plain array before they move to a Float64Array. */
 const SMALL = 32;
 /** Keys with no versions left that may wait for a merge; past it (and a quarter of the keys) they are compacted away. */
@@ -119,6 +121,11 @@ export class VersionIndex {
   readonly #readers = new Set<{ S: number; pins: Map<string, number> }>();
   /** Retained versions indexed. */
   size = 0;
+  /** The compaction pass under way (compactSoon), if any. */
+  #compaction?: SlicedFilter;
+  readonly #schedule: SliceScheduler;
+
+  constructor(schedule: SliceScheduler = eachTurn) { this.#schedule = schedule; }
 
   /** A version committed now (its SCN is above every SCN of the key already here). */
   add(key: string, scn: number): void { this.#put(key, scn, this.#fresh); }
@@ -166,7 +173,7 @@ export class VersionIndex {
       if (e.length <= SMALL / 2) this.#entries.set(key, e.toArray()); // short again
     }
     this.size--;
-    if (e.length === 0 && ++this.#empty > Math.max(COMPACT_MIN, this.#entries.size / 4)) this.compact();
+    if (e.length === 0 && ++this.#empty > Math.max(COMPACT_MIN, this.#entries.size / 4)) this.compactSoon();
   }
 
   /**
@@ -174,22 +181,51 @@ export class VersionIndex {
    * next historical query's merge did it, and only that: a queue whose keys churn (order ids,
    * created and deleted) and that nobody queried at a bookmark kept an entry and a listed key
    * for every key the sweep purged, without bound (session 23 review: 300k keys, 84 MB). Run
-   * from remove() once a quarter of the keys are empty. New arrays: a reader holds the key
-   * list it opened with, and its pins.
+   * from remove() once a quarter of the keys are empty, a slice per event-loop turn (in one
+   * go it held the broker 0.35 s at a million keys). New arrays: a reader holds the key list
+   * it opened with, and its pins. A key given a version again after the pass dropped it is
+   * listed again by add(), once.
    */
-  compact(): void {
-    if (this.#empty === 0) return;
-    const live = (k: string) => {
+  compactSoon(schedule: SliceScheduler = this.#schedule): void {
+    if (this.#compaction || this.#empty === 0) return;
+    const filter = new SlicedFilter(this.#sorted, this.#fresh, (k) => {
       const e = this.#entries.get(k);
       if (e === undefined) return false;
       if (e.length > 0) return true;
       this.#entries.delete(k);
+      this.#empty--;
       return false;
-    };
-    this.#sorted = this.#sorted.filter(live);
-    this.#fresh = this.#fresh.filter(live);
-    this.#empty = 0;
+    });
+    this.#compaction = filter;
+    schedule(() => this.#compaction !== filter || this.#compactionStep());
   }
+
+  /** One slice of the pass under way; true once it is done (and its lists are in place). */
+  #compactionStep(): boolean {
+    const filter = this.#compaction!;
+    if (!filter.step()) return false;
+    this.#sorted = filter.sortedOut;
+    this.#fresh = filter.freshOut.concat(this.#fresh.slice(filter.freshEnd));
+    this.#compaction = undefined;
+    return true;
+  }
+
+  /**
+   * Ends the pass under way now. Not dropped half done: the entries it has deleted are
+   * still listed, and #empty no longer counts them.
+   */
+  #finishCompaction(): void {
+    while (this.#compaction && !this.#compactionStep()) { /* next slice */ }
+  }
+
+  /** compactSoon() done now (tests, tools). */
+  compact(): void {
+    this.#finishCompaction();
+    this.compactSoon(atOnce);
+  }
+
+  /** A compaction pass is under way (tests). */
+  get compacting(): boolean { return this.#compaction !== undefined; }
 
   /** Keys with an entry (tests, statistics: those with no versions left count until a merge or compaction drops them). */
   get keyCount(): number { return this.#entries.size; }
@@ -247,6 +283,7 @@ export class VersionIndex {
   /** The sorted list with the fresh keys merged in and the keys with no versions left dropped. */
   #merged(): string[] {
     // (Readers hold their own key list and pins: dropping a key with no versions left changes neither.)
+    this.#finishCompaction(); // (a reader now: the rest of the pass is done in this turn)
     const prune = this.#empty > 0;
     if (this.#fresh.length === 0 && !prune) return this.#sorted;
     const fresh = this.#fresh;
