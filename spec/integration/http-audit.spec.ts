@@ -18,6 +18,7 @@ import { networkInterfaces } from 'node:os';
 import { chromium, type Browser } from 'playwright-core';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { send, connect, openSender, sendAll, sleep } from '../support/client.js';
+import { TAIL_BYTES } from '../../lib/ext/http/self-client.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const HTTP = { enabled: true, host: '127.0.0.1', port: 0 };
@@ -136,12 +137,37 @@ describe('HTTP API and console review (docs/robustness.md 14)', function () {
       } finally { ac.abort(); await reading.catch(() => {}); }
     });
 
-    it('a stalled client with large events is ended past MAX_STREAM_BUFFER ("client not reading")', async function () {
-      const big = 'z'.repeat(1_000_000);
+    it('a client that falls behind large events is held at about TAIL_BYTES, not ended, and gets every event when it reads again (session 24)', async function () {
+      // Credit by count alone let 50 events of 1 MB through to a reader that paused: past the
+      // 16 MiB cap, a client a little slower than the publisher was ended as not reading.
+      const big = 'w'.repeat(1_000_000);
+      await watchResponses(async (queued) => {
+        const s = await stalledStream(tb.broker.httpUrl!, 'feed');
+        try {
+          await sleep(300);
+          await sendBig(tb.url, 'feed', Array.from({ length: 45 }, (_, i) => JSON.stringify({ id: 'p' + i, big })));
+          await sleep(1000);
+          const mb = queued() / 1048576;
+          expect(mb, `${mb.toFixed(1)} MB queued for a paused /events client`).to.be.below(TAIL_BYTES / 1048576 + 2.5);
+          s.socket.resume();
+          const deadline = Date.now() + 30_000;
+          const count = () => (s.text().match(/"key":"p\d+"/g) ?? []).length;
+          while (count() < 45 && Date.now() < deadline) await sleep(100);
+          expect(count(), 'events read once the client reads again').to.equal(45);
+          expect(s.text()).not.to.contain('event: end');
+        } finally { s.socket.destroy(); }
+      });
+    });
+
+    it('a stalled client is still ended past MAX_STREAM_BUFFER when credit granted for small events brings large ones ("client not reading")', async function () {
+      const big = 'z'.repeat(2_000_000);
       const s = await stalledStream(tb.broker.httpUrl!, 'feed');
       try {
         await sleep(300);
-        await sendBig(tb.url, 'feed', Array.from({ length: 45 }, (_, i) => JSON.stringify({ id: 'b' + i, big })));
+        // Small events first: the tail's credit grows to TAIL_CREDIT.
+        accepted(await send(tb.url, 'feed', Array.from({ length: 200 }, (_, i) => ({ body: JSON.stringify({ id: 's' + i }) }))));
+        await sleep(300);
+        await sendBig(tb.url, 'feed', Array.from({ length: 30 }, (_, i) => JSON.stringify({ id: 'b' + i, big })));
         await sleep(1000);
         s.socket.resume();
         const closed = await Promise.race([s.closed.then(() => true), sleep(15_000).then(() => false)]);

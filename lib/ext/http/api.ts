@@ -22,7 +22,7 @@ import { jsonText } from '../../codec/json-body.js';
 import { decodeMessage } from '../../codec/message-bytes.js';
 import { readKeyHistory } from '../sow/history-read.js';
 import { visibleQueues } from './metrics.js';
-import { SelfClient, AmqpRefusal, toRecord, type Tail, type QueryResult } from './self-client.js';
+import { SelfClient, AmqpRefusal, toRecord, type Tail, type TailWrite, type QueryResult } from './self-client.js';
 import { isLoopback } from '../../core/protocol/server.js';
 
 /** Most records one SOW page returns. */
@@ -37,10 +37,12 @@ export const MAX_PAGE = 1000;
 export const MAX_PAGE_BYTES = 8 * 1024 * 1024;
 
 /**
- * Most bytes a live event stream may have queued for its client. The tail's AMQP credit
- * stops while the response is over its high-water mark, so a reader that stops reading holds
- * at most TAIL_CREDIT events; with large events that may still be much, and past this the
- * stream ends (`end` event, `unavailable`, "client not reading") and its socket is closed.
+ * Most bytes a live event stream may have queued for its client before one more event is
+ * written. The tail's AMQP credit stops while the response is over its high-water mark, and
+ * is sized to its events (self-client.ts TAIL_BYTES), so a reader that stops reading holds
+ * about TAIL_BYTES; credit granted while events were small can still bring large ones, and
+ * past this the stream ends (`end` event, `unavailable`, "client not reading") and its socket
+ * is closed. Checked before a write, so one event larger than this does not end a stream.
  */
 export const MAX_STREAM_BUFFER = 16 * 1024 * 1024;
 
@@ -288,10 +290,10 @@ export class Api {
       res.write(`event: end\ndata: ${JSON.stringify(endEvent(err))}\n\n`);
       end();
     };
-    const write = (chunk: string): boolean => {
-      if (ended) return false;
-      if (!started) { early.push(chunk); return true; }
-      const ok = res.write(chunk);
+    /** Queues one event; what it queued and whether the client is behind (for the tail's credit). */
+    const write = (chunk: string): TailWrite => {
+      if (ended) return { bytes: chunk.length, behind: true };
+      if (!started) { early.push(chunk); return { bytes: chunk.length, behind: false }; }
       if (res.writableLength > MAX_STREAM_BUFFER) {
         // Bounded even with large events: the client is not reading. Tell it (if it ever
         // reads again), then let go of the socket and what it holds.
@@ -299,9 +301,9 @@ export class Api {
         const t = setTimeout(() => res.destroy(), 5000);
         t.unref();
         res.once('finish', () => clearTimeout(t));
-        return false;
+        return { bytes: chunk.length, behind: true };
       }
-      return ok;
+      return { bytes: chunk.length, behind: !res.write(chunk) };
     };
     try {
       // The 200 and `ready` wait for the attach: a refused link answers its condition's status

@@ -103,11 +103,21 @@ export interface QueryOptions {
 
 export interface QueryResult { records: QueryRecord[]; groupEnd?: number; truncated?: boolean; bytes?: number }
 
-/** A running tail: `stop` closes its link; `resume` grants credit again after onRecord returned false. */
+/** A running tail: `stop` closes its link; `resume` grants credit again after its reader was behind. */
 export interface Tail { stop(): void; resume(): void }
+
+/** What a tail's reader did with an event: the bytes it queued, and whether it is now behind (no more credit until resume). */
+export interface TailWrite { bytes: number; behind: boolean }
 
 /** Credit a tail keeps on its link while its reader keeps up: at most this many events are in flight. */
 export const TAIL_CREDIT = 50;
+/**
+ * Bytes of events a tail lets be in flight: its credit is this over the largest event lately
+ * seen (1 to TAIL_CREDIT), so a reader that falls behind holds about this much, whatever the
+ * events weigh. By count alone, 50 events of 330 KB or more passed the stream's 16 MiB cap
+ * and a reader a little slower than the publisher was ended as not reading.
+ */
+export const TAIL_BYTES = 2 * 1024 * 1024;
 
 /** A user name and password the broker accepts for the console (BrokerContext.consoleLogin). */
 export interface Login { username: string; password: string }
@@ -250,25 +260,35 @@ export class SelfClient {
    * the session) is the caller's to answer: it rejects with an AmqpRefusal then. `onEnd` is
    * called when an attached link ends, or its connection drops (an Error naming that).
    *
-   * Credit is granted by hand: the link holds TAIL_CREDIT, topped up as events arrive while
-   * `onRecord` returns anything but false. When it returns false (its reader is behind) no
-   * more credit is granted until `resume()`: the broker keeps the events, not this process.
+   * Credit is granted by hand, topped up as events arrive while `onRecord` says its reader
+   * keeps up. Once it says `behind`, no more credit is granted until `resume()`: the broker keeps the events, not this process. The link holds one
+   * credit until the first event's size is known, then about TAIL_BYTES of events (at most
+   * TAIL_CREDIT).
    */
-  async tail(address: string, onRecord: (r: QueryRecord) => boolean | void, onEnd: (err?: Error) => void, timeoutMs = 15000): Promise<Tail> {
+  async tail(address: string, onRecord: (r: QueryRecord) => TailWrite, onEnd: (err?: Error) => void, timeoutMs = 15000): Promise<Tail> {
     const c = await this.#connection();
     const rcv = c.open_receiver({ source: { address, filter: filterMap({ command: 'subscribe' }), distribution_mode: 'copy' }, credit_window: 0, autoaccept: true });
     let stopped = false;
     let attached = false;
     let paused = false;
     let untrack = () => {};
-    const topUp = () => { if (!stopped && !paused && rcv.credit < TAIL_CREDIT / 2) { try { rcv.add_credit(TAIL_CREDIT - rcv.credit); } catch { /* closed */ } } };
+    // The largest event lately (a decaying maximum: one large event lowers the credit for a while).
+    let largest = 0;
+    const target = () => (largest === 0 ? 1 : Math.max(1, Math.min(TAIL_CREDIT, Math.floor(TAIL_BYTES / largest))));
+    const topUp = () => {
+      if (stopped || paused) return;
+      const want = target();
+      if (rcv.credit * 2 < want || rcv.credit === 0) { try { rcv.add_credit(want - rcv.credit); } catch { /* closed */ } }
+    };
     const stop = () => { if (stopped) return; stopped = true; untrack(); try { rcv.close(); } catch { /* closed */ } };
     const handle: Tail = { stop, resume: () => { paused = false; topUp(); } };
     return new Promise<Tail>((resolve, reject) => {
       const timer = setTimeout(() => { stop(); reject(new Error(`no attach from the broker for ${address} within ${timeoutMs} ms`)); }, timeoutMs);
       rcv.on('message', (ctx: any) => {
         if (stopped) return;
-        if (onRecord(toRecord(ctx.message)) === false) paused = true;
+        const w = onRecord(toRecord(ctx.message));
+        largest = Math.max(w.bytes, largest * 0.95);
+        if (w.behind) paused = true;
         topUp();
       });
       rcv.once('receiver_open', () => {
