@@ -362,9 +362,12 @@ export class SowStructure implements QueueStructure {
     }
     const floorRow = !this.#floorStored; // (as the form row: in every event until durable)
     if (floorRow) ops.push({ type: 'put', key: tombFloorKey(q.id), value: encodeTombFloor(this.tombstoneFloor, this.tombstonesSinceMs) });
-    // In-memory state moves now, so the next prepare in this batch sees it. (A failed batch
-    // restores records, not tombstones: the key then keeps its tombstone whatever G says.)
-    if (granular) { if (op === 'delete') this.#tombs.set(key, { scn, ts, lastKeptAt }); else if (tomb) this.#tombs.delete(key); }
+    // In-memory state moves now, so the next prepare in this batch sees it; failed() puts the
+    // tombstone back as it was (a refused delete's tombstone, left in memory, was taken for the
+    // key's current version: the next event within G deleted a hist row that was never written).
+    const tombBefore = granular ? this.#tombs.get(key) : undefined;
+    let tombSet: { scn: number; ts: number; lastKeptAt?: number } | undefined;
+    if (granular) { if (op === 'delete') this.#tombs.set(key, tombSet = { scn, ts, lastKeptAt }); else if (tomb) this.#tombs.delete(key); }
     let compactKeys = false;
     if (op === 'delete') { if (prev) { this.records.delete(key); compactKeys = this.#keys.removed(); this.#bytes -= prev.bytes.length; } }
     else {
@@ -413,6 +416,11 @@ export class SowStructure implements QueueStructure {
         // The rows as they were (a later re-create or drop of the key then writes what it must).
         if (this.#tombRows.get(key) === (op === 'delete' ? scn : undefined)) {
           if (tombRowBefore === undefined) this.#tombRows.delete(key); else this.#tombRows.set(key, tombRowBefore);
+        }
+        // Likewise the tombstone, if this event changed it and nothing since has (undone newest
+        // first, the events after it in failed batches have put back theirs already).
+        if ((tombSet || tomb) && this.#tombs.get(key) === tombSet) {
+          if (tombBefore === undefined) this.#tombs.delete(key); else this.#tombs.set(key, tombBefore);
         }
       },
     };
