@@ -5,9 +5,11 @@
  */
 import { expect } from 'chai';
 import { startTestBroker, tempDir, type TestBroker } from '../support/broker.js';
-import { setFaultInjector } from '../../lib/core/storage/store.js';
-import { queuePrefix, prefixEnd } from '../../lib/core/storage/keyspace.js';
+import { connect, openSender, sendAll, createOnDemand } from '../support/client.js';
+import { setFaultInjector, type BatchOp } from '../../lib/core/storage/store.js';
+import { CoreTables, queuePrefix, prefixEnd } from '../../lib/core/storage/keyspace.js';
 import { encodeMessage, decodeMessage } from '../../lib/codec/message-bytes.js';
+import { runRetention, SowStructure } from '../../lib/ext/sow/index.js';
 import { HIST } from '../../lib/ext/sow/tables.js';
 import type { InboundMessage } from '../../lib/core/queue/inbound.js';
 import { rmSync } from 'node:fs';
@@ -24,6 +26,7 @@ describe('SOW queue after a failed batch (session 24 storage review)', function 
   afterEach(async () => { setFaultInjector(undefined); await tb.stop(); rmSync(dir, { recursive: true, force: true }); });
 
   const info = (name: string) => tb.broker.queueInfo(tb.broker.nodes.get(name)!);
+  const structure = (name: string) => tb.broker.nodes.get(name)!.structure as SowStructure;
   async function histRows(name: string): Promise<number> {
     const p = queuePrefix(HIST, tb.broker.nodes.get(name)!.id);
     return (await tb.broker.store.all({ gte: p, lt: prefixEnd(p), keysOnly: true })).length;
@@ -67,6 +70,53 @@ describe('SOW queue after a failed batch (session 24 storage review)', function 
       expect(info('fb.g2').history_versions, 'counted').to.equal(2);
       await tb.restart();
       expect(info('fb.g2').history_versions, 'after a restart').to.equal(2);
+    });
+  });
+
+  describe('log trim with log.max_count', function () {
+    const url = () => tb.broker.urls[0];
+    const q = (name: string) => createOnDemand(name, { durable: true, 'sow.key': '/id', 'log.max_count': 3 });
+    const states = (o: { state: string }[]) => o.map((x) => x.state);
+
+    it('counts the rows it deletes: SCNs refused by a failed batch are no rows', async () => {
+      const c = await connect(url());
+      const snd = await openSender(c, q('fb.log1'));
+      expect(states(await sendAll(snd, [0, 1, 2, 3].map((i) => rec('k' + i, i))))).to.deep.equal(Array(4).fill('accepted')); // SCNs 1-4
+      setFaultInjector(diskFull);
+      try {
+        for (let i = 0; i < 4; i++) expect(states(await sendAll(snd, [rec('x', i)]))).to.deep.equal(['rejected']); // 5-8, no rows
+      } finally { setFaultInjector(undefined); }
+      expect(states(await sendAll(snd, [0, 1, 2, 3].map((i) => rec('k' + i, 10 + i))))).to.deep.equal(Array(4).fill('accepted')); // 9-12
+      await c.close();
+      await runRetention(tb.broker);
+      // (it said 0: cutoff - oldest SCN took the refused SCNs for rows)
+      expect({ logEvents: structure('fb.log1').logCount, scn_oldest: info('fb.log1').scn_oldest }).to.deep.equal({ logEvents: 3, scn_oldest: 10 });
+      await tb.restart();
+      expect({ logEvents: structure('fb.log1').logCount, scn_oldest: info('fb.log1').scn_oldest }, 'after a restart').to.deep.equal({ logEvents: 3, scn_oldest: 10 });
+    });
+
+    it('a trim whose head-row write fails leaves memory where the rows are, and a later trim deletes them', async () => {
+      const c = await connect(url());
+      const snd = await openSender(c, q('fb.log2'));
+      expect(states(await sendAll(snd, [0, 1, 2].map((i) => rec('k' + i, i))))).to.deep.equal(Array(3).fill('accepted')); // SCNs 1-3
+      await runRetention(tb.broker);
+      const head = queuePrefix(CoreTables.head, tb.broker.nodes.get('fb.log2')!.id);
+      // Only the trim's head-row write fails (the background trim's too): the publishes are written.
+      setFaultInjector((ops: readonly BatchOp[]) => (ops.some((op) => op.key.equals(head)) ? diskFull() : undefined));
+      try {
+        expect(states(await sendAll(snd, [0, 1, 2].map((i) => rec('k' + i, 10 + i))))).to.deep.equal(Array(3).fill('accepted')); // 4-6
+        let failed: Error | undefined;
+        await runRetention(tb.broker).catch((e) => { failed = e; });
+        expect(failed?.message, 'the trim failed').to.match(/injected/);
+        // (the floor had moved to 4 and the ring past SCNs 1-3, whose rows all stayed)
+        expect({ logEvents: structure('fb.log2').logCount, scn_oldest: info('fb.log2').scn_oldest }).to.deep.equal({ logEvents: 6, scn_oldest: 1 });
+        expect(structure('fb.log2').ringIndexAfter(0), 'SCN 1 still read from the ring').to.equal(0);
+      } finally { setFaultInjector(undefined); }
+      await c.close();
+      await tb.restart();
+      expect({ logEvents: structure('fb.log2').logCount, scn_oldest: info('fb.log2').scn_oldest }, 'after a restart').to.deep.equal({ logEvents: 6, scn_oldest: 1 });
+      await runRetention(tb.broker);
+      expect({ logEvents: structure('fb.log2').logCount, scn_oldest: info('fb.log2').scn_oldest }, 'trimmed').to.deep.equal({ logEvents: 3, scn_oldest: 4 });
     });
   });
 });

@@ -991,26 +991,33 @@ export class SowStructure implements QueueStructure {
         }
       }
       if (cutoff > this.oldestLogScn && this.oldestLogScn > 0) {
-        // The new floor is published before a row goes: a reader that attaches or reads the log
-        // meanwhile has fallen off (it used to read on from the first row left, a silent gap).
-        this.logCount = Math.max(0, this.logCount - (cutoff - this.oldestLogScn));
-        this.oldestLogScn = cutoff;
-        const i = this.ring.findIndex((e) => e.scn >= cutoff);
-        this.#trimRing(i === -1 ? this.ring.length : i);
-        this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
         // Old rows are immutable, so they can go outside the commit order: two range deletes.
         const last = await store.get(scnKey(CoreTables.log, q.id, cutoff));
         const cutTs = last ? decodeEvent(last).meta.ts : now;
         // The head row first (as plain queues keep it): with every log row gone and no record
         // left, recovery would find no SCN and start again at 1. LevelDB applies writes in
-        // order, so no crash keeps the delete without it.
+        // order, so no crash keeps the delete without it. Memory moves only once it is written:
+        // a failed write (it throws) leaves the floor where the rows are.
         await store.batch([{ type: 'put', key: queuePrefix(CoreTables.head, q.id), value: scnBytes(committed + 1) }], false);
+        // The rows the clear below deletes, counted: SCNs have gaps (a failed batch's), so
+        // cutoff - oldestLogScn overstated them (logEvents went to 0 with rows stored). Counted
+        // from the table's start, as the clear goes, so rows a failed clear left are counted
+        // when the next one deletes them; recovery counts every row (countRange), which agrees.
+        const lp = queuePrefix(CoreTables.log, q.id);
+        const cut = await countRange(store, lp, scnKey(CoreTables.log, q.id, cutoff));
+        // The new floor is published before a row goes: a reader that attaches or reads the log
+        // meanwhile has fallen off (it used to read on from the first row left, a silent gap).
+        this.oldestLogScn = cutoff;
+        const i = this.ring.findIndex((e) => e.scn >= cutoff);
+        this.#trimRing(i === -1 ? this.ring.length : i);
+        this.ringFloor = Math.max(this.ringFloor, cutoff - 1);
         // The newest event cut keeps an index row: a time after it and before the oldest event
         // left resolves to it (wire.md 5), whose successors are all retained; without the row
         // such a time found no row at or before it and was taken as older than the log.
         const newestCut = await store.get(scnKey(CoreTables.log, q.id, cutoff - 1));
         const newestCutTs = newestCut ? eventTs(newestCut) : undefined;
-        await store.clearRange(queuePrefix(CoreTables.log, q.id), scnKey(CoreTables.log, q.id, cutoff));
+        await store.clearRange(lp, scnKey(CoreTables.log, q.id, cutoff));
+        this.logCount = Math.max(0, this.logCount - cut);
         // The time index also answers historical queries at a time (bookmark.ts scnAtTime), which
         // reach back as far as the history window, log or no log: with history, the index keeps
         // the rows from the last one at or before the window's start.
@@ -1178,8 +1185,9 @@ async function newestHistVersions(store: Queue['ctx']['store'], qid: number): Pr
   return [...newest];
 }
 
-async function countRange(store: Queue['ctx']['store'], prefix: Buffer): Promise<number> {
-  const c = store.cursor({ gte: prefix, lt: prefixEnd(prefix), keysOnly: true });
+/** The rows from `prefix` to `end` (default: all of the prefix's), keys only. */
+async function countRange(store: Queue['ctx']['store'], prefix: Buffer, end = prefixEnd(prefix)): Promise<number> {
+  const c = store.cursor({ gte: prefix, lt: end, keysOnly: true });
   let n = 0;
   try { for (;;) { const rows = await c.next(1000); if (!rows.length) break; n += rows.length; } } finally { await c.close(); }
   return n;
