@@ -93,7 +93,7 @@ function warnDerivation(prm: ScryptParams, err: unknown): void {
 
 /** Synchronous check (tools and tests; the broker uses verifyPasswordAsync). */
 export function verifyPassword(user: UserConfig | undefined, password: string): boolean {
-  if (!user) return false;
+  if (!user || typeof password !== 'string') return false;
   if (user.scrypt !== undefined) {
     const prm = paramsOf(user.scrypt);
     if (!prm) return false;
@@ -128,23 +128,38 @@ export function setDerivationObserver(fn: typeof derivationObserver): void { der
  */
 export const SCRYPT_GATE = { concurrent: 1, waiting: 32 };
 let running = 0;
+/** Checks waiting for a slot; each is woken holding the slot of the one that ended (release). */
 const waiters: Array<() => void> = [];
 let lastBusyWarning = 0;
 
-function derive(password: string, prm: ScryptParams, isDummy: boolean): Promise<Buffer | undefined> {
-  if (running >= SCRYPT_GATE.concurrent) {
+/** Hands the slot to the next waiter, or frees it. */
+function release(): void {
+  const next = waiters.shift();
+  if (next) next(); else running--;
+}
+
+/**
+ * One derivation through the gate. `gone()`: nobody waits for the answer any more (the
+ * client's connection ended); a check still waiting then is skipped when its turn comes:
+ * otherwise 30 clients that sent one PLAIN each and hung up held the gate for 30 derivations.
+ */
+async function derive(password: string, prm: ScryptParams, isDummy: boolean, gone?: () => boolean): Promise<Buffer | undefined> {
+  if (running < SCRYPT_GATE.concurrent) {
+    running++;
+  } else {
     if (waiters.length >= SCRYPT_GATE.waiting) {
       const now = Date.now();
       if (now - lastBusyWarning > 1000) { lastBusyWarning = now; log.warn('password check refused: too many logins at once', { running, waiting: waiters.length }); }
-      return Promise.resolve(undefined);
+      return undefined;
     }
-    return new Promise<void>((go) => waiters.push(go)).then(() => deriveNow(password, prm, isDummy));
+    await new Promise<void>((go) => waiters.push(go));
+    if (gone?.()) { release(); return undefined; }
   }
   return deriveNow(password, prm, isDummy);
 }
 
+/** Runs a derivation in a slot the caller holds, and releases it. */
 function deriveNow(password: string, prm: ScryptParams, isDummy: boolean): Promise<Buffer | undefined> {
-  running++;
   derivationObserver?.({ dummy: isDummy, N: prm.N, r: prm.r, p: prm.p });
   return new Promise<Buffer | undefined>((resolve) => {
     try {
@@ -152,7 +167,7 @@ function deriveNow(password: string, prm: ScryptParams, isDummy: boolean): Promi
         if (err) { warnDerivation(prm, err); resolve(undefined); } else resolve(key);
       });
     } catch (e) { warnDerivation(prm, e); resolve(undefined); }
-  }).finally(() => { running--; waiters.shift()?.(); });
+  }).finally(release);
 }
 
 /**
@@ -160,16 +175,20 @@ function deriveNow(password: string, prm: ScryptParams, isDummy: boolean): Promi
  * N=16384) never blocks the event loop. Exactly one derivation per check: the user's own
  * hash, or the dummy for unknown users, users without a password and plain-text users, whose
  * password is then compared as SHA-256 digests in constant time. So all of these cost the same
- * as a wrong password for a user hashed with hash-password's parameters.
+ * as a wrong password for a user hashed with hash-password's parameters. A password that is
+ * not a string matches nothing (after the same derivation); the caller turns rhea's null for
+ * an empty field into '' first (Broker.authenticate). `gone`: see derive.
  */
-export async function verifyPasswordAsync(user: UserConfig | undefined, password: string): Promise<boolean> {
+export async function verifyPasswordAsync(user: UserConfig | undefined, password: string, opts: { gone?: () => boolean } = {}): Promise<boolean> {
+  const valid = typeof password === 'string';
+  const pw = valid ? password : '';
   if (user?.scrypt !== undefined) {
     const prm = paramsOf(user.scrypt); // refused at config load; only reachable with a hand-built config
-    if (!prm) { await derive(password, dummyParams(), true); return false; }
-    const got = await derive(password, prm, false);
-    return got !== undefined && got.length === prm.hash.length && timingSafeEqual(got, prm.hash);
+    if (!prm) { await derive(pw, dummyParams(), true, opts.gone); return false; }
+    const got = await derive(pw, prm, false, opts.gone);
+    return valid && got !== undefined && got.length === prm.hash.length && timingSafeEqual(got, prm.hash);
   }
-  await derive(password, dummyParams(), true);
-  if (user?.password !== undefined) return sameSecret(user.password, password);
+  await derive(pw, dummyParams(), true, opts.gone);
+  if (valid && user?.password !== undefined) return sameSecret(user.password, pw);
   return false;
 }

@@ -215,7 +215,8 @@ export class Broker implements BrokerContext, ProtocolBackend {
       // A temporary queue is read by its creator's links only: the ACL does not name it, and
       // a user allowed only to browse took a reply queue's messages from another user's (audit).
       if (queue.def.owner === undefined || queue.def.owner === req.user) return;
-      throw new TidemarkError(Conditions.unauthorized, `user ${req.user} may not read temporary queue ${queue.name}: it belongs to a link of user ${queue.def.owner} (others may only send to it)`);
+      // (Not naming the owner: who uses which reply queue is not the refused user's business.)
+      throw new TidemarkError(Conditions.unauthorized, `user ${req.user} may not read temporary queue ${queue.name}`);
     }
     if (req.mode === 'move' && !this.#can(req.user, 'consume', queue.name)) {
       this.#require(req.user, 'browse', queue.name);
@@ -263,17 +264,25 @@ export class Broker implements BrokerContext, ProtocolBackend {
     return this.config.auth.anonymous === false ? undefined : this.#consoleLogin;
   }
 
-  /** SASL PLAIN; async so scrypt runs off the event loop. */
-  authenticate(user: string, password: string): Promise<boolean> {
+  /**
+   * SASL PLAIN; async so scrypt runs off the event loop. rhea gives an empty field as null:
+   * it is '' here, before anything (a null password made the check throw, answered as a system
+   * error only for users that exist; a null user name was looked up as "null"). An empty user
+   * name is no user. `gone()`: the connection ended; a check still waiting is skipped.
+   */
+  authenticate(rawUser: unknown, rawPassword: unknown, gone?: () => boolean): Promise<boolean> {
+    const user = typeof rawUser === 'string' ? rawUser : '';
+    const password = typeof rawPassword === 'string' ? rawPassword : '';
     // The console's internal login stands for ANONYMOUS from loopback (BrokerContext.consoleLogin).
     const cl = this.consoleLogin;
-    if (cl && user === cl.username && typeof password === 'string') {
+    if (cl && user === cl.username) {
       const a = Buffer.from(password), e = Buffer.from(cl.password);
       if (a.length === e.length && timingSafeEqual(a, e)) return Promise.resolve(true);
     }
     // No users configured: no PLAIN login can succeed, and there is no user to hide, so no
     // derivation is spent on it (the default config; a flood of them cost the thread pool).
     if (Object.keys(this.config.auth.users).length === 0) return Promise.resolve(false);
-    return verifyPasswordAsync(Object.hasOwn(this.config.auth.users, user) ? this.config.auth.users[user] : undefined, password);
+    const known = user !== '' && Object.hasOwn(this.config.auth.users, user) ? this.config.auth.users[user] : undefined;
+    return verifyPasswordAsync(known, password, { gone });
   }
 }

@@ -126,6 +126,8 @@ const shape: { [k: string]: Shape } = {
     users: (v, at) => {
       if (!isObj(v)) throw new ConfigError(`${at}: expected an object of users`);
       for (const [u, spec] of Object.entries(v)) {
+        // An empty PLAIN user name matches no user (Broker.authenticate): such a user could never log in.
+        if (u === '') throw new ConfigError(`${at}: a user name must not be empty (no PLAIN login can name it)`);
         check(spec, { password: 'string', scrypt: 'string' }, `${at}.${u}`, true);
         const { password, scrypt } = spec as UserConfig;
         // Exactly one of the two: with neither the user could never log in; with both, which

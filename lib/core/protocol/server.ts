@@ -27,6 +27,7 @@ import { applyRheaGuards, DELIVERY_ABORTED } from './rhea-guards.js';
 import { PeerError } from './peer-error.js';
 import { tuneRhea } from './rhea-tuning.js';
 import { Transactions } from './transactions.js';
+import { checkSaslServer, guardSaslServer } from './sasl-guard.js';
 
 const require = createRequire(import.meta.url);
 const Connection = require('rhea/lib/connection.js');
@@ -86,8 +87,12 @@ export interface ProtocolBackend {
   hasNode(name: string): boolean;
   /** Addresses served by extensions ($management): returns a handler or undefined. */
   serviceAddress(address: string): ((msg: InboundMessage, user: string, done: (err?: TidemarkError) => void) => void) | undefined;
-  /** PLAIN check (may be async: scrypt off the event loop). */
-  authenticate(user: string, password: string): boolean | Promise<boolean>;
+  /**
+   * PLAIN check (may be async: scrypt off the event loop). `user` and `password` are as rhea
+   * extracted them: null for an empty field. `gone()`: the connection has ended, nobody waits
+   * for the answer.
+   */
+  authenticate(user: unknown, password: unknown, gone?: () => boolean): boolean | Promise<boolean>;
   /** ACL for a receiving link before the attach reply: throws unauthorized, may downgrade move to copy. */
   authorizeConsumer?(queue: Queue, req: ConsumerRequest): void;
   readonly stats: { connections: number; links: number };
@@ -97,7 +102,11 @@ export interface ProtocolBackend {
   whenStored?(fn: () => void): void;
 }
 
-interface LinkState { outstandingBytes?: number; ready?: boolean; sink?: RheaSink; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number }
+interface LinkState {
+  outstandingBytes?: number; ready?: boolean; sink?: RheaSink; consumer?: Consumer; queue?: Queue; onClose: Array<() => void>; outstanding: number; credit: number;
+  /** The service address ($management) a producer link targets; its messages go there, whatever their `to`. */
+  service?: string;
+}
 const STATE = Symbol('tidemark.link');
 /**
  * A connection's links that have a LinkState, so its end closes every one: rhea drops a link
@@ -119,6 +128,8 @@ const MAX_REFUSALS_AT_ONCE = 16;
 const REFUSAL_MS = 2000;
 /** Marks SASL mechanisms that authenticate a user name (PLAIN); see #user. */
 const NAMES_USER = Symbol('tidemark.names-user');
+/** When a TLS listener's TCP socket connected (its open deadline runs from then). */
+const CONNECTED_AT = Symbol('tidemark.connected-at');
 const PRODUCT = { product: 'tidemark', version: '0.1.0' };
 
 /**
@@ -131,6 +142,14 @@ const PRODUCT = { product: 'tidemark', version: '0.1.0' };
  * 1 ms made the broker write ~840 heartbeats a second.
  */
 export const MIN_PEER_IDLE_TIMEOUT_MS = 200;
+/**
+ * The largest frame a peer may send before its open has been read: SASL frames and the open
+ * itself. Until then max-frame-size is not negotiated, and AMQP 1.0 §2.4.1 allows 512 bytes;
+ * rhea buffered up to limits.maxFrameSize (1 MiB) of one frame for every connection that had
+ * not even authenticated (400 sockets: +430 MB). 64 KiB leaves room for long PLAIN
+ * credentials (a token as password) and an open with many properties.
+ */
+export const PRE_OPEN_MAX_FRAME = 64 * 1024;
 /** rhea arms setTimeout(idle-time-out / 2); past 2^31-1 ms Node fires after 1 ms instead. */
 const MAX_PEER_IDLE_TIMEOUT_MS = 2 * 0x7fffffff;
 
@@ -197,6 +216,14 @@ function hardenSenderCredit(sender: any): void {
 }
 const num32 = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0);
 
+/** Why a frame of `size` bytes is refused, or undefined: max-frame-size, or PRE_OPEN_MAX_FRAME before the peer's open. */
+function frameTooLarge(size: number, maxFrame: number, preOpen: boolean): string | undefined {
+  if (preOpen && size > Math.min(maxFrame, PRE_OPEN_MAX_FRAME)) {
+    return `frame of ${size} bytes before open exceeds the ${Math.min(maxFrame, PRE_OPEN_MAX_FRAME)} bytes allowed until the connection is open (max-frame-size ${maxFrame} applies after it) [AMQP 2.4.1]`;
+  }
+  return size > maxFrame ? `frame of ${size} bytes exceeds max-frame-size ${maxFrame}` : undefined;
+}
+
 export function isLoopback(addr: string | undefined): boolean {
   if (!addr) return false;
   return addr.startsWith('127.') || addr === '::1' || addr.startsWith('::ffff:127.');
@@ -207,6 +234,12 @@ export class AmqpServer {
   readonly #servers: Array<net.Server> = [];
   readonly #containers: any[] = [];
   readonly #connections = new Set<any>();
+  /**
+   * TLS sockets whose handshake has not finished, by remote address and port (#onTlsSocket):
+   * they count against maxConnections like connections do. Node runs the listener's callback
+   * only after the handshake, so until then nothing else knew of them.
+   */
+  readonly #handshakes = new Map<string, net.Socket>();
   /** Connections over maxConnections being told so (#accept). */
   #refusing = 0;
   #anonContainer: any;
@@ -218,6 +251,7 @@ export class AmqpServer {
     this.#backend = backend;
     applyRheaPatches();
     applyRheaGuards();
+    checkSaslServer();
     tuneRhea();
     guardArrayDecoding();
     installRawCapture();
@@ -228,7 +262,8 @@ export class AmqpServer {
   #makeContainer(allowAnonymous: boolean): any {
     const c = (rhea as any).create_container({ id: 'tidemark' });
     if (allowAnonymous) c.sasl_server_mechanisms.enable_anonymous();
-    c.sasl_server_mechanisms.enable_plain((user: string, pass: string) => this.#backend.authenticate(user, pass));
+    // (Each connection's SASL server gets its own PLAIN check, with the connection: sasl-guard.ts.)
+    c.sasl_server_mechanisms.enable_plain((user: unknown, pass: unknown) => this.#backend.authenticate(user, pass));
     // Tag PLAIN so #user trusts only its user name (security.md).
     const plain = c.sasl_server_mechanisms.PLAIN;
     c.sasl_server_mechanisms.PLAIN = () => Object.assign(plain(), { [NAMES_USER]: true });
@@ -244,10 +279,48 @@ export class AmqpServer {
     const tcp = net.createServer((s) => this.#accept(s));
     urls.push(await this.#start(tcp, cfg.listen.host, cfg.listen.port, 'amqp'));
     if (cfg.tls) {
-      const t = tls.createServer(tlsOptions(cfg.tls), (s) => this.#accept(s));
+      // The handshake is part of the time a connection has to open (#armOpenTimeout): Node's
+      // default handshakeTimeout is 120 s, and on its expiry Node only emits tlsClientError.
+      const openWithin = this.#openDeadlineMs();
+      const t = tls.createServer({ ...tlsOptions(cfg.tls), ...(openWithin !== undefined ? { handshakeTimeout: openWithin } : {}) }, (s) => this.#accept(s, this.#handshakeDone(s)));
+      t.on('connection', (raw: net.Socket) => this.#onTlsSocket(raw));
+      // A failed or timed-out handshake: Node leaves a timed-out socket open unless told.
+      t.on('tlsClientError', (err: Error, s: tls.TLSSocket) => {
+        log.debug('TLS handshake failed', { remote: s.remoteAddress, err: err.message });
+        s.destroy();
+      });
       urls.push(await this.#start(t, cfg.tls.host ?? cfg.listen.host, cfg.tls.port, 'amqps'));
     }
     return urls;
+  }
+
+  /**
+   * A TCP socket on the TLS listener, before its handshake: counted against maxConnections
+   * from here (over the limit it is reset: it cannot be told why before the handshake), and
+   * its open deadline starts now. 1000 sockets that never sent a ClientHello used to be held
+   * for good, uncounted (session 24).
+   */
+  #onTlsSocket(raw: net.Socket): void {
+    const max = this.#backend.config.limits.maxConnections;
+    if (this.#connections.size + this.#handshakes.size >= max) {
+      log.warn('connection refused: max connections reached', { remote: raw.remoteAddress, max, listener: 'amqps' });
+      raw.destroy();
+      return;
+    }
+    if (raw.remoteAddress === undefined) { raw.destroy(); return; } // already reset by the peer
+    const key = `${raw.remoteAddress}|${raw.remotePort}`;
+    (raw as any)[CONNECTED_AT] = performance.now();
+    this.#handshakes.set(key, raw);
+    raw.once('close', () => { if (this.#handshakes.get(key) === raw) this.#handshakes.delete(key); });
+  }
+
+  /** When the TCP connection under a TLS socket whose handshake just finished was made; it no longer counts as a handshake. */
+  #handshakeDone(s: tls.TLSSocket): number | undefined {
+    const key = `${s.remoteAddress}|${s.remotePort}`;
+    const raw = this.#handshakes.get(key);
+    if (!raw) return undefined;
+    this.#handshakes.delete(key);
+    return (raw as any)[CONNECTED_AT];
   }
 
   #start(server: net.Server, host: string, port: number, scheme: string): Promise<string> {
@@ -267,7 +340,8 @@ export class AmqpServer {
     });
   }
 
-  #accept(socket: net.Socket): void {
+  /** `connectedAt`: when the TCP connection was made, if before now (a TLS handshake came first). */
+  #accept(socket: net.Socket, connectedAt?: number): void {
     const cfg = this.#backend.config;
     socket.on('error', () => { /* reported through the connection */ });
     // Nagle's algorithm holds a small frame (a disposition, a flow) until the previous one is
@@ -277,7 +351,7 @@ export class AmqpServer {
     // Over maxConnections, a client is told why (wire.md 1): it gets an open answered by a
     // close with resource-limit-exceeded, not a reset it cannot tell from a crash. Only a few
     // such refusals at a time; beyond them, and for peers that never open, the socket is reset.
-    const overLimit = this.#connections.size >= cfg.limits.maxConnections;
+    const overLimit = this.#connections.size + this.#handshakes.size >= cfg.limits.maxConnections;
     if (overLimit) {
       log.warn('connection refused: max connections reached', { remote: socket.remoteAddress, max: cfg.limits.maxConnections });
       if (this.#refusing >= MAX_REFUSALS_AT_ONCE) { socket.destroy(); return; }
@@ -310,7 +384,7 @@ export class AmqpServer {
         socket.once('close', () => { this.#refusing--; });
         setTimeout(() => socket.destroy(), REFUSAL_MS).unref();
       } else {
-        this.#armOpenTimeout(conn, socket);
+        this.#armOpenTimeout(conn, socket, connectedAt);
       }
       conn.accept(socket);
       this.#hardenTransports(conn);
@@ -330,15 +404,23 @@ export class AmqpServer {
    * anything would be held forever. And a connection counts against maxConnections from its
    * first byte: peers that never authenticate could fill the broker and lock every login out.
    * So a connection must have authenticated and opened within limits.openTimeoutMs, and
-   * within twice the idle time-out if that is sooner.
+   * within twice the idle time-out if that is sooner. On the TLS listener the time runs from
+   * the TCP connect: the handshake is part of it.
    */
-  #armOpenTimeout(conn: any, socket: net.Socket): void {
-    const cfg = this.#backend.config;
-    const openWithin = Math.min(...[cfg.limits.openTimeoutMs, cfg.limits.idleTimeoutMs * 2].filter((ms) => ms > 0));
-    if (!Number.isFinite(openWithin)) return;
-    const silent = setTimeout(() => { if (!conn.state.remote_open) { log.info('closing a connection that did not authenticate and open in time', { remote: socket.remoteAddress, ms: openWithin }); socket.destroy(); } }, openWithin);
+  #armOpenTimeout(conn: any, socket: net.Socket, connectedAt = performance.now()): void {
+    const openWithin = this.#openDeadlineMs();
+    if (openWithin === undefined) return;
+    const left = Math.max(0, openWithin - (performance.now() - connectedAt));
+    const silent = setTimeout(() => { if (!conn.state.remote_open) { log.info('closing a connection that did not authenticate and open in time', { remote: socket.remoteAddress, ms: openWithin }); socket.destroy(); } }, left);
     silent.unref();
     socket.once('close', () => clearTimeout(silent));
+  }
+
+  /** ms a connection has to authenticate and open (#armOpenTimeout), or undefined for no limit. */
+  #openDeadlineMs(): number | undefined {
+    const { openTimeoutMs, idleTimeoutMs } = this.#backend.config.limits;
+    const ms = Math.min(...[openTimeoutMs, idleTimeoutMs * 2].filter((v) => v > 0));
+    return Number.isFinite(ms) ? ms : undefined;
   }
 
   // ---- Hostile-input hardening (spec/integration/hostile-input.spec.ts, docs/robustness.md) ----
@@ -374,8 +456,10 @@ export class AmqpServer {
         const silentFor = performance.now() - h.lastFrameAt;
         conn.heartbeat_in = setTimeout(conn.idle.bind(conn), Math.max(0, idleMs * 2 - silentFor));
       }
-      if (!h.failed && conn.frame_size !== undefined && conn.frame_size > maxFrame) {
-        server.#protocolFailure(conn, 'amqp:connection:framing-error', `frame of ${conn.frame_size} bytes exceeds max-frame-size ${maxFrame}`);
+      // (Once the open is read the partial frame is not the open: max-frame-size applies.)
+      const tooLarge = h.failed || conn.frame_size === undefined ? undefined : frameTooLarge(conn.frame_size, maxFrame, !conn.state.remote_open);
+      if (tooLarge) {
+        server.#protocolFailure(conn, 'amqp:connection:framing-error', tooLarge);
         try { socket.end(); } catch { /* gone */ }
       }
     };
@@ -499,11 +583,21 @@ export class AmqpServer {
       const read = transport.read;
       transport.read = function (buffer: Buffer) {
         let off = transport.header_received ? 0 : 8;
+        // SASL frames all come before the open; in the AMQP layer the first frame with a body
+        // is the open (anything else is refused as "before open" when rhea reads it).
+        let preOpen = transport !== conn.amqp_transport || !conn.state.remote_open;
         while (off + 4 <= buffer.length) {
           if (buffer.toString('latin1', off, off + 4) === 'AMQP') break; // next layer's header (after SASL)
           const size = buffer.readUInt32BE(off);
           if (size < 8) throw new ProtocolError(`frame size ${size} is smaller than the frame header`);
-          if (size > maxFrame) throw new ProtocolError(`frame of ${size} bytes exceeds max-frame-size ${maxFrame}`);
+          const tooLarge = frameTooLarge(size, maxFrame, preOpen);
+          if (tooLarge) {
+            // A header in the same read is taken first, so the refusal is a close frame after
+            // an open when it was AMQP's (#protocolFailure), not a bare protocol header.
+            if (!transport.header_received) read.call(transport, buffer.subarray(0, 8));
+            throw new ProtocolError(tooLarge);
+          }
+          if (preOpen && transport === conn.amqp_transport && off + 5 <= buffer.length && size > buffer[off + 4] * 4) preOpen = false;
           off += size;
         }
         const consumed = read.call(transport, buffer);
@@ -514,6 +608,9 @@ export class AmqpServer {
     guard(conn.amqp_transport);
     const srv = conn.sasl_transport?.transports?.[3] ?? conn.sasl_transport;
     guard(srv?.transport);
+    // One sasl-init, and no check left waiting for a connection that is gone (sasl-guard.ts).
+    const gone = () => conn[HARDEN]?.failed === true || conn.socket?.destroyed === true;
+    if (srv) guardSaslServer(srv, gone, (user, password, isGone) => this.#backend.authenticate(user, password, isGone));
   }
 
   /** Ends the endpoint a protocol violation names (rhea-guards.ts), with its condition; the rest carries on. */
@@ -720,6 +817,7 @@ export class AmqpServer {
         receiver.set_target({ address: q.name, dynamic: true });
       } else if (address) {
         if (this.#backend.serviceAddress(address)) {
+          st.service = address;
           receiver.set_target({ address });
         } else {
           const caps = capabilities(target);
@@ -793,7 +891,10 @@ export class AmqpServer {
       return;
     }
     if (!q) {
-      const to: string | undefined = ctx.message.to ?? (receiver.remote.attach?.target?.address ?? undefined);
+      // A link's target decides where its messages go; only the anonymous relay (no target
+      // address) routes each by properties.to [AMQP 3.5.4; ANONYMOUS-RELAY]. A $management
+      // request carrying to: "orders" was stored in orders.
+      const to: string | undefined = st.service ?? ctx.message.to ?? undefined;
       const service = to ? this.#backend.serviceAddress(to) : undefined;
       if (service) { service(msg, this.#user(ctx), settle); return; }
       if (!to) { settle(new TidemarkError(Conditions.notFound, 'anonymous relay: message has no properties.to')); return; }
@@ -982,6 +1083,7 @@ export class AmqpServer {
         setImmediate(() => { try { socket?.end?.(); } catch { /* gone */ } });
       } catch { /* already gone */ }
     }
+    for (const raw of this.#handshakes.values()) raw.destroy();
     await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 500).unref())]);
     for (const c of [...this.#connections]) {
       try { this.#closeConnection(c); } catch { /* already gone */ }
