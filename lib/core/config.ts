@@ -216,6 +216,9 @@ function deepFreeze<T>(o: T): T {
 }
 
 /** Defaults, then the file (if any), then programmatic overrides; validated and frozen. */
+/** The amqps port when `tls.port` is not given [IANA; wire.md 1]. */
+export const AMQPS_PORT = 5671;
+
 export function loadConfig(file?: string, overrides: Record<string, unknown> = {}): BrokerConfig {
   const defaults = JSON.parse(readFileSync(defaultConfigPath(), 'utf8'));
   let user: unknown = {};
@@ -227,5 +230,7 @@ export function loadConfig(file?: string, overrides: Record<string, unknown> = {
   check(overrides, shape, 'config', true);
   const merged = merge(merge(defaults, user), overrides);
   check(merged, shape, 'config');
+  // amqps has its IANA port (wire.md 1): a `tls` without `port` listened on a random one.
+  if (isObj(merged.tls) && merged.tls.port === undefined) merged.tls = { ...merged.tls, port: AMQPS_PORT };
   return deepFreeze(merged) as BrokerConfig;
 }

@@ -180,7 +180,12 @@ if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.ar
   const o: BrowseKillOptions = { rounds: 8, seed: Date.now() % 1e9, maxCount: 200, rate: 400, stall: 0.3 };
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; i++) {
-    const a = argv[i], v = Number(argv[++i]);
+    const a = argv[i];
+    if (a === '--help' || a === '-h') {
+      process.stdout.write('usage: npx tsx tools/crash/browse-kill.ts [--rounds N] [--seed N] [--max-count M] [--rate PER_S] [--stall P]\n(see the comment at the top of this file)\n');
+      process.exit(0);
+    }
+    const v = Number(argv[++i]);
     if (!Number.isFinite(v)) { process.stderr.write(`browse-kill: ${a} needs a number\n`); process.exit(2); }
     if (a === '--rounds') o.rounds = v; else if (a === '--seed') o.seed = v; else if (a === '--max-count') o.maxCount = v;
     else if (a === '--rate') o.rate = v; else if (a === '--stall') o.stall = v;

@@ -34,4 +34,9 @@ describe('config: limits the broker could not run with', function () {
     expect(c.http.allowedHosts).to.deep.equal(['broker.example']);
     expect(loadConfig().http.allowedHosts).to.deep.equal([]);
   });
+  it('a tls listener without a port takes 5671, the amqps port (it listened on a random one)', () => {
+    expect(loadConfig(undefined, { tls: { key: 'k.pem', cert: 'c.pem' } }).tls?.port).to.equal(5671);
+    expect(loadConfig(undefined, { tls: { key: 'k.pem', cert: 'c.pem', port: 0 } }).tls?.port, '0: any free port').to.equal(0);
+    expect(loadConfig(undefined, {}).tls).to.equal(null);
+  });
 });
