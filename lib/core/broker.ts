@@ -190,9 +190,9 @@ export class Broker implements BrokerContext, ProtocolBackend {
     throw new TidemarkError(Conditions.notFound, `no such queue: ${address}`);
   }
 
-  createDynamicNode(properties: Record<string, unknown>, user: string, onLinkClose: (fn: () => void) => void): Queue {
+  createDynamicNode(properties: Record<string, unknown>, user: string, connectionId: string, onLinkClose: (fn: () => void) => void): Queue {
     for (const ext of this.extensions.all) {
-      if (ext.createDynamicNode) return ext.createDynamicNode(this, properties, onLinkClose, user);
+      if (ext.createDynamicNode) return ext.createDynamicNode(this, properties, onLinkClose, user, connectionId);
     }
     throw new TidemarkError(Conditions.notImplemented, 'dynamic nodes are not enabled (extension temporary-queues)');
   }
@@ -214,9 +214,14 @@ export class Broker implements BrokerContext, ProtocolBackend {
     if (queue.def.temporary) {
       // A temporary queue is read by its creator's links only: the ACL does not name it, and
       // a user allowed only to browse took a reply queue's messages from another user's (audit).
-      if (queue.def.owner === undefined || queue.def.owner === req.user) return;
+      // Its creator is a connection, not only a user: every ANONYMOUS client is "anonymous",
+      // so by user alone any of them could take another's replies once it saw the reply-to
+      // (session 24 review). As an exclusive queue in RabbitMQ or qpidd.
+      const mine = (queue.def.owner === undefined || queue.def.owner === req.user)
+        && (queue.def.ownerConnection === undefined || queue.def.ownerConnection === req.connectionId);
+      if (mine) return;
       // (Not naming the owner: who uses which reply queue is not the refused user's business.)
-      throw new TidemarkError(Conditions.unauthorized, `user ${req.user} may not read temporary queue ${queue.name}`);
+      throw new TidemarkError(Conditions.unauthorized, `user ${req.user} may not read temporary queue ${queue.name}: it is read only by links of the connection that created it`);
     }
     if (req.mode === 'move' && !this.#can(req.user, 'consume', queue.name)) {
       this.#require(req.user, 'browse', queue.name);

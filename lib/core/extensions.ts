@@ -149,7 +149,7 @@ export interface Extension {
   /** Addresses this extension serves itself (e.g. `$management`): requests arrive as messages. */
   serviceAddresses?: Record<string, ServiceHandler>;
   /** Dynamic node (source/target `dynamic = true`) handler: returns the queue it made. */
-  createDynamicNode?(broker: BrokerContext, props: Record<string, unknown>, onLinkClose: (fn: () => void) => void, user: string): Queue;
+  createDynamicNode?(broker: BrokerContext, props: Record<string, unknown>, onLinkClose: (fn: () => void) => void, user: string, connectionId: string): Queue;
   start?(broker: BrokerContext): void | Promise<void>;
   stop?(): void | Promise<void>;
 }

@@ -32,6 +32,8 @@ export interface DeclareOptions {
   temporary?: boolean;
   /** The user whose link created a temporary queue. */
   owner?: string;
+  /** The connection whose link created a temporary queue: only its links read it. */
+  ownerConnection?: string;
 }
 
 export class NodeRegistry {
@@ -118,6 +120,7 @@ export class NodeRegistry {
     const def: QueueDefinition = {
       name, id: this.#nextId++, durable: opts.durable ?? true, arguments: args, created: this.#ctx.clock.now(), temporary: opts.temporary,
       ...(opts.owner !== undefined ? { owner: opts.owner } : {}),
+      ...(opts.ownerConnection !== undefined ? { ownerConnection: opts.ownerConnection } : {}),
     };
     const q = this.#build(def);
     if (def.durable && !def.temporary) {

@@ -243,7 +243,32 @@ describe('access audit (session 24)', function () {
       const err = await openReceiver(b, { address: name }).then(() => undefined, (e) => e);
       await a.close(); await b.close();
       expect(err?.condition).to.equal('amqp:unauthorized-access');
-      expect(err?.message).to.equal(`user bob may not read temporary queue ${name}`);
+      expect(err?.message).to.equal(`user bob may not read temporary queue ${name}: it is read only by links of the connection that created it`);
+      expect(err?.message).not.to.contain('alice');
+    });
+  });
+
+  describe('7. a temporary queue is read only by links of the connection that created it', function () {
+    let tb: TestBroker;
+    before(async () => { tb = await startTestBroker(); }); // anonymous from loopback: every client is "anonymous"
+    after(async () => { await tb?.stop(); });
+
+    it('another ANONYMOUS connection may send to it but not read it; the creating connection reads it by name too', async function () {
+      const a = await connect(tb.url);
+      const b = await connect(tb.url);
+      try {
+        const mine = await openReceiver(a, { dynamic: true });
+        const name = String(mine.remote.attach.source.address);
+        // Before: both were user "anonymous", so b took a's replies.
+        const err = await openReceiver(b, { address: name }).then(() => undefined, (e) => e);
+        expect(err?.condition).to.equal('amqp:unauthorized-access');
+        const s = await openSender(b, { address: name });
+        expect((await sendAll(s, [{ body: 'reply' }]))[0].state).to.equal('accepted');
+        const again = await openReceiver(a, { address: name });
+        expect(again.remote.attach.source.address).to.equal(name);
+        again.close();
+        expect((await collect(mine, { count: 1 })).map((m) => m.message.body)).to.deep.equal(['reply']);
+      } finally { await a.close(); await b.close(); }
     });
   });
 });

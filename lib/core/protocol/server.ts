@@ -77,7 +77,7 @@ export interface ProtocolBackend {
   /** Finds or creates the node a link attaches to; throws TidemarkError (not-found, invalid-field...). */
   resolveNode(address: string, opts: { createOnDemand: boolean; properties: Record<string, unknown>; role: 'sender' | 'receiver'; user: string }): Queue;
   /** A dynamic (temporary) node, deleted with its link. */
-  createDynamicNode(properties: Record<string, unknown>, user: string, onLinkClose: (fn: () => void) => void): Queue;
+  createDynamicNode(properties: Record<string, unknown>, user: string, connectionId: string, onLinkClose: (fn: () => void) => void): Queue;
   /** Parses a source filter by descriptor; undefined when no extension knows it. */
   parseFilter(descriptor: string, value: unknown, queue: Queue): { symbol: string; parsed: ParsedFilter } | undefined;
   openConsumer(queue: Queue, req: ConsumerRequest, sink: RheaSink): Consumer;
@@ -223,6 +223,9 @@ function frameTooLarge(size: number, maxFrame: number, preOpen: boolean): string
   }
   return size > maxFrame ? `frame of ${size} bytes exceeds max-frame-size ${maxFrame}` : undefined;
 }
+
+/** A connection's identity for `replace` and the ownership of temporary queues (rhea gives each connection its own). */
+function connectionIdOf(conn: any): string { return conn.options?.id ?? String(conn.id ?? ''); }
 
 export function isLoopback(addr: string | undefined): boolean {
   if (!addr) return false;
@@ -812,7 +815,7 @@ export class AmqpServer {
       target = expandQpidAddress(target, 'sender', (n) => this.#backend.hasNode(n));
       const address: string | undefined = target.address ?? undefined;
       if (target.dynamic) {
-        const q = this.#backend.createDynamicNode(nodeProperties(target), this.#user(ctx), (fn) => st.onClose.push(fn));
+        const q = this.#backend.createDynamicNode(nodeProperties(target), this.#user(ctx), connectionIdOf(ctx.connection), (fn) => st.onClose.push(fn));
         st.queue = q;
         receiver.set_target({ address: q.name, dynamic: true });
       } else if (address) {
@@ -937,7 +940,7 @@ export class AmqpServer {
       source = expandQpidAddress(source, 'receiver', (n) => this.#backend.hasNode(n));
       let address: string | undefined = source.address ?? undefined;
       if (source.dynamic) {
-        q = this.#backend.createDynamicNode(nodeProperties(source), this.#user(ctx), (fn) => st.onClose.push(fn));
+        q = this.#backend.createDynamicNode(nodeProperties(source), this.#user(ctx), connectionIdOf(ctx.connection), (fn) => st.onClose.push(fn));
         address = q.name;
       } else {
         if (!address) throw new TidemarkError(Conditions.invalidField, 'receiver source has no address');
@@ -969,7 +972,7 @@ export class AmqpServer {
       const mode: 'move' | 'copy' = wantsCopy || q.browseOnly ? 'copy' : 'move';
       req = {
         mode, filters: parsed, predicates, annotate,
-        linkName: sender.name, containerId: ctx.connection.remote?.open?.container_id ?? '', connectionId: ctx.connection.options?.id ?? String(ctx.connection.id ?? ''),
+        linkName: sender.name, containerId: ctx.connection.remote?.open?.container_id ?? '', connectionId: connectionIdOf(ctx.connection),
         durable: source.durable === 2 && String(source.expiry_policy) === 'never',
         user: this.#user(ctx), filterTexts,
       };

@@ -80,6 +80,8 @@ export interface QueueDefinition {
   temporary?: boolean;
   /** A temporary queue's creator (its link's user): only theirs to use as a management reply-to. */
   owner?: string;
+  /** A temporary queue's creating connection: only its links read the queue. */
+  ownerConnection?: string;
 }
 
 const NO_OPS: BatchOp[] = [];

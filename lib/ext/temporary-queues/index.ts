@@ -13,9 +13,9 @@ const log = logger('temporary-queues');
 export function temporaryQueuesExtension(): Extension {
   return {
     name: 'temporary-queues',
-    createDynamicNode(broker, props, onLinkClose, user) {
+    createDynamicNode(broker, props, onLinkClose, user, connectionId) {
       const name = `tmp.${randomUUID()}`;
-      const { queue } = broker.nodes.declare(name, { durable: false, temporary: true, owner: user, arguments: props });
+      const { queue } = broker.nodes.declare(name, { durable: false, temporary: true, owner: user, ownerConnection: connectionId, arguments: props });
       onLinkClose(() => { broker.nodes.delete(name).catch((err) => log.error('temporary queue not deleted', { name, err })); });
       return queue;
     },
