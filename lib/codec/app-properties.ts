@@ -8,37 +8,14 @@
  */
 import { amqpTypes } from './amqp.js';
 import { skipAmqpValue } from './message-bytes.js';
+import { sectionAt, isHeadSection } from './message-head.js';
 
 const APPLICATION_PROPERTIES = 0x74;
-const SYMBOLIC_CODES = new Map([
-  ['amqp:header:list', 0x70],
-  ['amqp:delivery-annotations:map', 0x71],
-  ['amqp:message-annotations:map', 0x72],
-  ['amqp:properties:list', 0x73],
-  ['amqp:application-properties:map', 0x74],
-]);
 const LONG = 0x81, ULONG = 0x80;
 
 /** A 64-bit integer as filters take it: a number when exact, else a bigint. */
 function integer(v: bigint): number | bigint {
   return v >= -9007199254740991n && v <= 9007199254740991n ? Number(v) : v;
-}
-
-/** Section code of the descriptor at `p` and where the section's value starts, or null. */
-function sectionAt(b: Buffer, p: number): [code: number, valueStart: number] | null {
-  if (b[p] !== 0x00 || p + 2 > b.length) return null;
-  const dc = b[p + 1];
-  if (dc === 0x53) return p + 3 <= b.length ? [b[p + 2]!, p + 3] : null;
-  if (dc === 0x80) return p + 10 <= b.length ? [b.readUInt32BE(p + 2) === 0 ? b.readUInt32BE(p + 6) : -1, p + 10] : null;
-  if (dc === 0xa3 || dc === 0xb3) {
-    const w = dc === 0xa3 ? 1 : 4;
-    if (p + 2 + w > b.length) return null;
-    const s = p + 2 + w;
-    const e = s + (w === 1 ? b[p + 2]! : b.readUInt32BE(p + 2));
-    if (e > b.length) return null;
-    return [SYMBOLIC_CODES.get(b.toString('ascii', s, e)) ?? -1, e];
-  }
-  return null;
 }
 
 /**
@@ -56,7 +33,7 @@ export function readApplicationProperties(bytes: Buffer): Map<string, unknown> |
       const end = skipAmqpValue(bytes, vs);
       if (end < 0) return null;
       if (code === APPLICATION_PROPERTIES) return readMap(bytes.subarray(vs, end));
-      if (code < 0x70 || code > APPLICATION_PROPERTIES) return new Map(); // the body (or something odd): none
+      if (!isHeadSection(code)) return new Map(); // the body (or something odd): none
       p = end;
     }
     return new Map();

@@ -30,10 +30,6 @@ export class Entry {
   pos = -1;
   #idx: SectionIndex | undefined;
   #header: HeaderFields | undefined;
-  /** Decoded view, for filters; built once on demand. */
-  view: unknown;
-  /** Filter environment over the view (caches the JSON body). */
-  env: import('./filter-env.js').MessageEnv | undefined;
 
   constructor(scn: number, bytes: Buffer, ts: number) {
     this.scn = scn;

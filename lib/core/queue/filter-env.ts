@@ -1,11 +1,13 @@
 /**
  * The value lookup filters evaluate against (same shape as lib/filter's FilterEnv), built over
- * a decoded message. The JSON view of the body is parsed at most once per message and cached
- * on the message view, whatever the number of subscribers.
+ * a decoded message, or over stored bytes decoded only as far as the filter reads: the head
+ * (properties, application properties) for a selector, the body too for a body path. The JSON
+ * view of the body is parsed at most once per env.
  */
 import { jsonBody } from '../../codec/json-body.js';
 import { readApplicationProperties } from '../../codec/app-properties.js';
-import { sourceBytes } from '../../codec/message-bytes.js';
+import { sourceBytes, decodeMessage } from '../../codec/message-bytes.js';
+import { headLength } from '../../codec/message-head.js';
 import { lookupJsonPath } from '../../filter/json-path.js';
 import type { Budget } from '../../filter/search.js';
 
@@ -62,14 +64,58 @@ function mayBeInexactLong(v: unknown): boolean {
 
 const NOT_JSON = Symbol('not-json');
 
-/** A FilterEnv over a rhea-decoded message; reuse one per message. */
+/**
+ * Stored bytes a filter could not decode. The message's fault, not the filter's: a consumer
+ * takes such a message as not matching (list-structure.ts), rather than its link failing.
+ */
+export class UnreadableMessage extends Error {
+  constructor(cause: unknown) {
+    super(`message cannot be decoded: ${(cause as Error)?.message ?? String(cause)}`);
+    this.name = 'UnreadableMessage';
+  }
+}
+
+/** A FilterEnv over a rhea-decoded message (or stored bytes: ofBytes); reuse one per message. */
 export class MessageEnv implements FilterEnv {
-  readonly message: any;
+  /** The whole decoded message, body included: given, or decoded on the first body read. */
+  #full: any;
+  /** Decoded without the body (ofBytes, before any body read): what property() and subject() read. */
+  #head: any = undefined;
+  /** Stored bytes still to decode (ofBytes). */
+  #bytes: Buffer | undefined = undefined;
   #json: unknown = undefined;
   #parsed = false;
   /** Application properties read from the bytes with their types, once, when needed. */
   #exact: Map<string, unknown> | null | undefined = undefined;
-  constructor(message: any) { this.message = message; }
+  constructor(message: any) { this.#full = message; }
+
+  /**
+   * An env over stored bytes that decodes nothing until a filter reads a value, then only the
+   * sections before the body unless it reads the body. Decode failures throw UnreadableMessage.
+   */
+  static ofBytes(bytes: Buffer): MessageEnv {
+    const env = new MessageEnv(undefined);
+    env.#bytes = bytes;
+    return env;
+  }
+
+  /** The whole decoded message (body included). */
+  get message(): any {
+    if (this.#full === undefined && this.#bytes !== undefined) this.#full = decodeStored(this.#bytes);
+    return this.#full;
+  }
+
+  /** The decoded fields outside the body: the whole message when decoded already, else its head. */
+  #fields(): any {
+    if (this.#full !== undefined || this.#bytes === undefined) return this.#full;
+    if (this.#head === undefined) {
+      const n = headLength(this.#bytes);
+      this.#head = decodeStored(n < 0 || n === this.#bytes.length ? this.#bytes : this.#bytes.subarray(0, n));
+      // No body: the head is the whole message.
+      if (n === this.#bytes.length) this.#full = this.#head;
+    }
+    return this.#head;
+  }
 
   /** The body as JSON, or undefined when it is not JSON. Parsed once. */
   json(): unknown {
@@ -87,27 +133,32 @@ export class MessageEnv implements FilterEnv {
   }
 
   property(name: string): unknown {
-    const ap = this.message.application_properties;
+    const m = this.#fields();
+    const ap = m.application_properties;
     if (ap && Object.prototype.hasOwnProperty.call(ap, name)) {
       const v = ap[name];
       return mayBeInexactLong(v) ? this.#exactProperty(name, v) : v;
     }
     const f = HEADER_FIELDS[name];
-    if (f !== undefined) return f(this.message);
+    if (f !== undefined) return f(m);
     // rhea's decode drops an application property called __proto__ (it sets the prototype).
     return name === '__proto__' ? this.#exactProperty(name, undefined) : undefined;
   }
 
   subject(): unknown {
-    return this.message.subject;
+    return this.#fields().subject;
   }
 
   /** The property as the bytes hold it (exact longs), or `fallback` when the bytes are not at hand. */
   #exactProperty(name: string, fallback: unknown): unknown {
     if (this.#exact === undefined) {
-      const bytes = sourceBytes(this.message);
+      const bytes = this.#bytes ?? sourceBytes(this.#full);
       this.#exact = bytes ? readApplicationProperties(bytes) : null;
     }
     return this.#exact !== null && this.#exact.has(name) ? this.#exact.get(name) : fallback;
   }
+}
+
+function decodeStored(bytes: Buffer): any {
+  try { return decodeMessage(bytes); } catch (err) { throw new UnreadableMessage(err); }
 }

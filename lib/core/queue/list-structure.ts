@@ -8,7 +8,7 @@ import { TidemarkError, Conditions } from '../errors.js';
 import { CoreTables, scnKey, queuePrefix, prefixEnd, readScn, writeU64 } from '../storage/keyspace.js';
 import type { BatchOp } from '../storage/store.js';
 import { encodeEvent, decodeEvent } from '../engine/event-record.js';
-import { rewriteMessage, decodeMessage, type HeaderFields } from '../../codec/message-bytes.js';
+import { rewriteMessage, type HeaderFields } from '../../codec/message-bytes.js';
 import { Entry } from './entry.js';
 import { MessageList } from './message-list.js';
 import { MinHeap } from '../min-heap.js';
@@ -16,12 +16,27 @@ import type { Queue, QueueStructure, PreparedEvent, QueueStats } from './queue.j
 import type { InboundMessage } from './inbound.js';
 import type { Consumer, DeliverySink, Outcome } from './delivery.js';
 import type { ConsumerRequest } from '../extensions.js';
-import { MessageEnv } from './filter-env.js';
+import { MessageEnv, UnreadableMessage } from './filter-env.js';
+import { FilterEnvCache } from './filter-env-cache.js';
+import { ReleasedEntries } from './released-entries.js';
 import { logger } from '../log.js';
 
 const log = logger('queue');
 /** Largest uint [AMQP 1.6.6]: where a redelivered message's delivery-count stays. */
 const MAX_UINT = 0xffffffff;
+/**
+ * How long one dispatch may scan before it lets other work run (setImmediate) and goes on
+ * from where each consumer's scan stopped: a selector attached to 50k queued messages tested
+ * them all in one task (0.9-1.7 s during which no client was served). As the SOW streamed
+ * snapshot's slices (sorted-answer.ts SLICE_MS).
+ */
+const SCAN_SLICE_MS = 8;
+/**
+ * Released entries one consumer keeps to look at again (ReleasedEntries); past this, what is
+ * gone or taken is dropped, and if that is not enough its `skipTo` moves back to the lowest
+ * instead (one rescan from there, in slices) and the set is emptied.
+ */
+const MAX_RELEASED_KEPT = 4096;
 
 /**
  * The queue as admission sees it: without the entries an earlier prepared event already drops
@@ -70,6 +85,8 @@ export class ListStructure implements QueueStructure {
   readonly #consumers = new Set<ListConsumer>();
   /** Consumers with a filter (selector, subject, content): see prepare. */
   #filtering = 0;
+  /** Filter envs of recently offered messages, shared by the filtering consumers (filter-env-cache.ts). */
+  readonly #envs = new FilterEnvCache();
   #rr: ListConsumer[] = [];
   #rrIndex = 0;
   /** Lowest position that may hold an unacquired message, in list epoch #hintEpoch. */
@@ -108,10 +125,9 @@ export class ListStructure implements QueueStructure {
     if (this.admission.length > 0) this.#sweepExpiries(this.queue.ctx.clock.now());
     const e = new Entry(scn, msg.bytes, msg.receivedAt);
     e.expiresAt = msg.expiresAt;
-    // The decoded view is kept only while a consumer filters (it is about to be used): kept
-    // on every queued entry it cost ~360 bytes of heap per message (100k queued messages:
-    // heap 82 MB against 46 MB). A filter that arrives later decodes the bytes once per entry.
-    if (this.#filtering > 0) e.view = msg.message;
+    // The view the publish decoded, for the filters about to test it: in a bounded cache, not on
+    // the entry (kept on every queued entry, a deep queue held a decoded copy of each message).
+    if (this.#filtering > 0) this.#envs.put(e, new MessageEnv(msg.message));
     const dropped: Entry[] = [];
     /** The policy that asked for each drop (parallel to `dropped`), told when its drop is undone. */
     const droppedBy: AdmissionPolicy[] = [];
@@ -302,6 +318,7 @@ export class ListStructure implements QueueStructure {
   }
 
   close(error?: TidemarkError): void {
+    if (this.#resume) { clearImmediate(this.#resume); this.#resume = undefined; }
     for (const c of [...this.#consumers]) c.sink.close(error);
   }
 
@@ -310,6 +327,7 @@ export class ListStructure implements QueueStructure {
     this.#undrop(e); // gone another way before the batch dropping it was durable
     if (!this.list.remove(e)) return;
     if (e.expiresAt !== undefined) { this.#expiringLive--; this.#expiredHeld.delete(e); }
+    if (this.#envs.size > 0) this.#envs.delete(e);
     if (reason === 'expired') this.queue.counters.expired++;
     if (persist && this.queue.durable) {
       this.queue.ctx.committer.addQuiet([{ type: 'del', key: scnKey(CoreTables.log, this.queue.id, e.scn) }, this.#headOp()]);
@@ -330,20 +348,46 @@ export class ListStructure implements QueueStructure {
 
   /** @internal */
   detach(c: ListConsumer): void {
-    if (this.#consumers.delete(c) && c.req.predicates.length && --this.#filtering === 0) {
-      // Decoded views are kept for filtering consumers only: the last one is gone.
-      for (const e of this.list.live()) { e.view = undefined; e.env = undefined; }
-    }
+    // Filter envs are kept for filtering consumers only: the last one is gone.
+    if (this.#consumers.delete(c) && c.req.predicates.length && --this.#filtering === 0) this.#envs.clear();
     this.#rr = this.#rr.filter((x) => x !== c);
+    this.#drains.delete(c);
   }
+
+  /** @internal The filter env of `e` for a consumer's test: kept for the next consumer, within the cache's bounds. */
+  envOf(e: Entry): MessageEnv { return this.#envs.of(e); }
 
   /** @internal a released entry is available again */
   released(e: Entry): void {
+    this.#markReleased(e);
+    this.dispatch();
+  }
+
+  /** @internal Entries a closing consumer held, available again: one dispatch for them all, not one each. */
+  releasedAll(entries: Iterable<Entry>): void {
+    for (const e of entries) this.#markReleased(e);
+    this.dispatch();
+  }
+
+  /**
+   * Makes `e` available again. Consumers whose scan has passed it (`skipTo` beyond it) keep it
+   * to look at again first (ReleasedEntries) rather than moving `skipTo` back: that made each
+   * release re-test everything after it, for every filtering consumer.
+   */
+  #markReleased(e: Entry): void {
     e.acquiredBy = null;
+    if (e.removed) return;
     this.#hintInEpoch();
     if (e.pos < this.#hint) this.#hint = e.pos;
-    for (const c of this.#rr) if (e.pos < c.skipTo) c.skipTo = e.pos;
-    this.dispatch();
+    const epoch = this.list.epoch;
+    for (const c of this.#rr) {
+      if (c.skipEpoch !== epoch || e.pos >= c.skipTo) continue; // (its scan has it ahead, or starts over)
+      c.released.add(e);
+      if (c.released.size > MAX_RELEASED_KEPT) {
+        c.released.prune();
+        if (c.released.size > MAX_RELEASED_KEPT) { c.skipTo = Math.min(c.skipTo, c.released.peek()!.pos); c.released.clear(); }
+      }
+    }
   }
 
   /** @internal an acquired entry was accepted or rejected: gone */
@@ -368,11 +412,20 @@ export class ListStructure implements QueueStructure {
    * already turned down (a filter that does not match, modified undeliverable-here), so each
    * entry is tested once per consumer rather than on every dispatch: with a filter that
    * matched nothing, each publish to a 200k-deep queue used to test all 200k (11 ms each).
-   * A released entry moves `skipTo` back (released()); a compaction renumbers positions, so
-   * the scan starts over from the hint.
+   * Entries released behind `skipTo` are looked at first (#markReleased); a compaction
+   * renumbers positions, so the scan starts over from the hint. Undefined also when the
+   * dispatch's slice is spent (#paused): the scan goes on from here in the next one.
    */
   #nextAvailable(c: ListConsumer, now: number): Entry | undefined {
-    if (c.skipEpoch !== this.list.epoch) { c.skipTo = 0; c.skipEpoch = this.list.epoch; }
+    if (c.skipEpoch !== this.list.epoch) { c.skipTo = 0; c.skipEpoch = this.list.epoch; c.released.clear(); }
+    // Released entries it had passed, lowest first: they come before anything from skipTo on.
+    for (let e = c.released.peek(); e !== undefined; e = c.released.peek()) {
+      if (this.#sliceSpent()) return undefined;
+      c.released.pop();
+      if (e.removed || e.acquiredBy || !e.committed || this.#expired(e, now)) continue;
+      if (e.excluded?.has(c) || !c.matches(e)) continue;
+      return e;
+    }
     this.#hintInEpoch();
     const end = this.list.end;
     const from = Math.max(this.#hint, this.list.start);
@@ -380,6 +433,7 @@ export class ListStructure implements QueueStructure {
     // The hint only moves over a run that starts at it (entries before skipTo may be free for others).
     let advancing = pos === from;
     for (; pos < end; pos++) {
+      if (this.#sliceSpent()) return undefined; // (skipTo and the hint say where it stopped)
       const e = this.list.at(pos)!;
       if (e.removed || e.acquiredBy) { if (advancing) this.#hint = pos + 1; c.skipTo = pos + 1; continue; }
       if (!e.committed) break;
@@ -411,6 +465,7 @@ export class ListStructure implements QueueStructure {
     const end = this.list.end;
     let pos = Math.max(c.pos, this.list.start);
     for (; pos < end; pos++) {
+      if (this.#sliceSpent()) break; // (c.pos says where it stopped)
       const e = this.list.at(pos)!;
       if (e.removed) continue;
       if (!e.committed) break;
@@ -445,17 +500,55 @@ export class ListStructure implements QueueStructure {
     return true;
   }
 
-  /** Delivers to every consumer with credit. Re-entrant calls coalesce. */
+  /** Scan steps taken in this dispatch (the clock is read every 64), and when its slice ends. */
+  #work = 0;
+  #deadline = 0;
+  /** The dispatch stopped with its slice spent: it goes on in #resume. */
+  #paused = false;
+  #resume: NodeJS.Immediate | undefined;
+  /** Consumers asked to drain: answered once a dispatch has run to its end (not when it paused). */
+  readonly #drains = new Set<ListConsumer>();
+
+  /** Whether this dispatch has scanned for its slice: then it stops (#paused) and goes on later. */
+  #sliceSpent(): boolean {
+    if (this.#paused) return true;
+    if ((++this.#work & 63) !== 0 || performance.now() < this.#deadline) return false;
+    this.#paused = true;
+    return true;
+  }
+
+  /**
+   * Delivers to every consumer with credit. Re-entrant calls coalesce. Scans take at most a
+   * slice (SCAN_SLICE_MS); the rest goes on after other work has run, each consumer from where
+   * its scan stopped, so delivery order is unchanged.
+   */
   dispatch(): void {
     if (this.#dispatching) { this.#again = true; return; }
     this.#dispatching = true;
+    this.#paused = false;
+    this.#work = 0;
+    this.#deadline = performance.now() + SCAN_SLICE_MS;
     try {
       this.list.holdPositions(() => this.#dispatchAll());
     } catch (err) {
       log.error('dispatch failed', { queue: this.queue.name, err });
+      this.#paused = false;
     } finally {
       this.#dispatching = false;
     }
+    if (this.#paused) {
+      this.#resume ??= setImmediate(() => { this.#resume = undefined; this.dispatch(); });
+    } else if (this.#drains.size > 0) {
+      const drains = [...this.#drains];
+      this.#drains.clear();
+      for (const c of drains) c.sink.drained();
+    }
+  }
+
+  /** @internal A drain asked of `c`: answered once everything available has been offered to it. */
+  drain(c: ListConsumer): void {
+    this.#drains.add(c);
+    this.dispatch();
   }
 
   /** dispatch()'s rounds, with list positions held still (the scans remove as they go). */
@@ -467,6 +560,7 @@ export class ListStructure implements QueueStructure {
         if (c.acquiring || c.closed) continue;
         while (c.sink.credit() > 0) {
           const e = this.#nextBrowse(c, now);
+          if (this.#paused) return; // (not caught up: its scan stopped short)
           if (!e) { if (!c.closed) c.caughtUp(); break; }
           c.deliver(e, now);
         }
@@ -481,6 +575,7 @@ export class ListStructure implements QueueStructure {
           const c = this.#rr[idx];
           if (c.closed || c.sink.credit() <= 0) continue;
           const e = this.#nextAvailable(c, now);
+          if (this.#paused) { this.#rrIndex = idx; return; } // it goes on first
           if (!e) continue;
           e.acquiredBy = c;
           c.deliver(e, now);
@@ -506,6 +601,8 @@ export class ListConsumer implements Consumer {
   /** Acquiring: the position before which this consumer has nothing to take (see #nextAvailable), and the list epoch it belongs to. */
   skipTo = 0;
   skipEpoch = 0;
+  /** Acquiring: entries released behind skipTo, to look at again first (ListStructure #markReleased). */
+  readonly released = new ReleasedEntries();
   closed = false;
   #caughtUp = false;
   /** Its filter threw, or a delivery to it could not be built: it matches nothing more while its link closes. */
@@ -530,11 +627,18 @@ export class ListConsumer implements Consumer {
     if (this.#filterFailed) return false;
     const preds = this.req.predicates;
     if (preds.length === 0) return true;
-    // One env per entry: its JSON view is parsed once, whatever the number of consumers.
-    const env = (e.env ??= new MessageEnv((e.view ??= decodeMessage(e.bytes))));
     try {
+      // Decoded as far as the filter reads (its head for a selector), shared with the consumers
+      // that test it next, kept only within the cache's bounds (filter-env-cache.ts).
+      const env = this.structure.envOf(e);
       for (const p of preds) if (!p(env)) return false;
     } catch (err) {
+      // The message's bytes, not the filter: it does not match, and this link goes on (the
+      // decode used to be outside this try: it ended the whole dispatch, on every dispatch).
+      if (err instanceof UnreadableMessage) {
+        log.warn('a filter could not read a message: taken as not matching', { queue: this.structure.queue.name, link: this.sink.id, scn: e.scn, err });
+        return false;
+      }
       // Thrown on, it ended the queue's dispatch: every other consumer went unserved. It ends this link only.
       this.#filterFailed = true;
       log.error('filter failed: link detached', { queue: this.structure.queue.name, link: this.sink.id, scn: e.scn, err });
@@ -659,10 +763,7 @@ export class ListConsumer implements Consumer {
 
   onCredit(): void { this.structure.dispatch(); }
 
-  onDrain(): void {
-    this.structure.dispatch();
-    this.sink.drained();
-  }
+  onDrain(): void { this.structure.drain(this); }
 
   close(): void {
     if (this.closed) return;
@@ -671,7 +772,11 @@ export class ListConsumer implements Consumer {
     // A message every reconnecting consumer refuses (undeliverable-here) held each closed one.
     for (const e of this.#excludedFrom) { e.excluded?.delete(this); if (e.excluded?.size === 0) e.excluded = undefined; }
     this.#excludedFrom.clear();
-    for (const e of this.#unsettled) if (e.acquiredBy === this) { e.acquiredBy = null; this.structure.released(e); }
+    this.released.clear();
+    // Given back together: one dispatch, not one per message (each was a scan for every consumer).
+    const back: Entry[] = [];
+    for (const e of this.#unsettled) if (e.acquiredBy === this) back.push(e);
     this.#unsettled.clear();
+    if (back.length > 0) this.structure.releasedAll(back);
   }
 }

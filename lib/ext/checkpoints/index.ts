@@ -319,7 +319,7 @@ export function checkpointsExtension(): Extension {
     const ids = durables.idsOf(queue.name);
     if (!ids?.size) return;
     let env: FilterEnv | undefined;
-    const matches = (preds: Predicate[] | null) => preds === null || preds.length === 0 || matchesAll(preds, env ??= e.env ?? new MessageEnv(e.view ?? decodeMessage(e.bytes)));
+    const matches = (preds: Predicate[] | null) => preds === null || preds.length === 0 || matchesAll(preds, env ??= MessageEnv.ofBytes(e.bytes));
     for (const id of ids) {
       const live = sinks.get(id);
       if (live) {
