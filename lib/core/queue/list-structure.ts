@@ -354,6 +354,9 @@ export class ListStructure implements QueueStructure {
     this.#drains.delete(c);
   }
 
+  /** Filter envs kept for the filtering consumers (statistics, tests): 0 while none is attached. */
+  get filterEnvsKept(): number { return this.#envs.size; }
+
   /** @internal The filter env of `e` for a consumer's test: kept for the next consumer, within the cache's bounds. */
   envOf(e: Entry): MessageEnv { return this.#envs.of(e); }
 
