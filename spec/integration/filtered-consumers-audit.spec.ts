@@ -120,6 +120,53 @@ describe('filtering consumers on plain queues (session 24 review)', function () 
     }
   });
 
+  describe('memory: what an idle consumer keeps of messages released behind it (session 24 review of the fix)', function () {
+    const b = useBroker();
+    const gc = fullGc();
+    const extMB = async () => { for (let i = 0; i < 3; i++) { gc(); await sleep(50); } return process.memoryUsage().arrayBuffers / 1e6; };
+
+    it('a selector consumer without credit does not keep the bytes of messages released behind it once they are consumed', async function () {
+      const url = b.get().url, q = 'fca.keep', N = 2000, SIZE = 32 * 1024;
+      const body = Buffer.alloc(SIZE, 1);
+      await publish(url, q, Array.from({ length: N }, (_, i) => ({ body, application_properties: { color: 'blue', i } })));
+      const list = b.get().broker.nodes.get(q)!.structure as ListStructure;
+      // A: a pull consumer with a selector that scanned the queue, then drained to no credit.
+      const ac = await connect(url);
+      try {
+        const a = await openReceiver(ac, { address: q, filter: tmFilters({ selector: "color = 'red'" }) });
+        a.add_credit(1);
+        await sleep(300);
+        const drained = new Promise<void>((res) => a.once('receiver_drained', () => res()));
+        a.drain_credit();
+        await Promise.race([drained, sleep(5000)]);
+        // B takes everything unsettled and goes away: all of it is released behind A's scan.
+        const bc = await connect(url);
+        const br = await openReceiver(bc, q);
+        let n = 0;
+        br.on('message', () => { n++; });
+        br.add_credit(N);
+        for (let i = 0; i < 400 && n < N; i++) await sleep(25);
+        expect(n).to.equal(N);
+        await bc.close();
+        await sleep(300);
+        // C consumes everything: the queue is empty.
+        const cc = await connect(url);
+        const got = await collect(await openReceiver(cc, q), { count: N, idleMs: 3000, credit: 1000 });
+        expect(got.length).to.equal(N);
+        got.length = 0;
+        await cc.close();
+        await sleep(300);
+        expect(list.list.depth).to.equal(0);
+        const held = await extMB();
+        await ac.close();
+        await sleep(300);
+        const after = await extMB();
+        console.log(`      external memory A held for an empty queue: ${(held - after).toFixed(1)} MB (${(N * SIZE / 1e6).toFixed(1)} MB released behind it; 65.7 MB before)`);
+        expect(held - after, 'MB of consumed messages an idle consumer kept').to.be.below(10);
+      } finally { await ac.close().catch(() => {}); }
+    });
+  });
+
   describe('work: a released message is tested again, not the queue behind it', function () {
     const b = useBroker();
     const N = 5000;

@@ -360,6 +360,12 @@ export class ListStructure implements QueueStructure {
   /** @internal The filter env of `e` for a consumer's test: kept for the next consumer, within the cache's bounds. */
   envOf(e: Entry): MessageEnv { return this.#envs.of(e); }
 
+  /** Whether the entry at a position (this epoch) may still be taken: not gone, not acquired. */
+  readonly #takeable = (pos: number): boolean => {
+    const e = this.list.at(pos);
+    return e !== undefined && !e.removed && !e.acquiredBy;
+  };
+
   /** @internal a released entry is available again */
   released(e: Entry): void {
     this.#markReleased(e);
@@ -385,10 +391,10 @@ export class ListStructure implements QueueStructure {
     const epoch = this.list.epoch;
     for (const c of this.#rr) {
       if (c.skipEpoch !== epoch || e.pos >= c.skipTo) continue; // (its scan has it ahead, or starts over)
-      c.released.add(e);
+      c.released.add(e.pos);
       if (c.released.size > MAX_RELEASED_KEPT) {
-        c.released.prune();
-        if (c.released.size > MAX_RELEASED_KEPT) { c.skipTo = Math.min(c.skipTo, c.released.peek()!.pos); c.released.clear(); }
+        c.released.prune(this.#takeable);
+        if (c.released.size > MAX_RELEASED_KEPT) { c.skipTo = Math.min(c.skipTo, c.released.peek()!); c.released.clear(); }
       }
     }
   }
@@ -422,10 +428,11 @@ export class ListStructure implements QueueStructure {
   #nextAvailable(c: ListConsumer, now: number): Entry | undefined {
     if (c.skipEpoch !== this.list.epoch) { c.skipTo = 0; c.skipEpoch = this.list.epoch; c.released.clear(); }
     // Released entries it had passed, lowest first: they come before anything from skipTo on.
-    for (let e = c.released.peek(); e !== undefined; e = c.released.peek()) {
+    for (let p = c.released.peek(); p !== undefined; p = c.released.peek()) {
       if (this.#sliceSpent()) return undefined;
       c.released.pop();
-      if (e.removed || e.acquiredBy || !e.committed || this.#expired(e, now)) continue;
+      const e = this.list.at(p);
+      if (e === undefined || e.removed || e.acquiredBy || !e.committed || this.#expired(e, now)) continue;
       if (e.excluded?.has(c) || !c.matches(e)) continue;
       return e;
     }
